@@ -1,0 +1,283 @@
+"""``OpsIncidentEnv``: diagnose and repair an incident in a simulated production system."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from feedbackgym.core import Subgoal, SubgoalTracker
+from feedbackgym.envs.ops.actions import ACTION_MEANINGS, N_ACTIONS, parse_action
+from feedbackgym.envs.ops.catalog import LOG_SIGNALS, METRICS, SERVICES
+from feedbackgym.envs.ops.dynamics import RESULTS, advance, apply_action
+from feedbackgym.envs.ops.expert import expert_action
+from feedbackgym.envs.ops.state import DIFFICULTIES, IncidentState, draw_scenario
+from feedbackgym.envs.ops.subgoals import build_subgoals
+from feedbackgym.envs.ops.text import CHARSET, MAX_TEXT_LENGTH, render_text
+from feedbackgym.errors import FeedbackGymError
+
+__all__ = ["OBS_MODES", "OpsIncidentEnv"]
+
+OBS_MODES: tuple[str, ...] = ("vector", "text", "both")
+_N = len(SERVICES)
+
+
+class OpsIncidentEnv(gym.Env[Any, int]):
+    """Diagnose and repair an incident in a simulated production system.
+
+    ## Description
+
+    A small production system (load balancer, web tier, app tier, database
+    primary and replica, cache, queue worker, a third-party dependency) is in
+    trouble. Faults are drawn from eleven types (memory leak after a deploy, bad
+    config push, full disk, DB connection-pool exhaustion, cache stampede,
+    third-party outage, expired certificate, runaway cron job, replica lag,
+    degraded DB primary, poisoned cache). ``easy`` has one fault; ``medium`` one
+    fault plus two healthy services that alert with misleading symptoms;
+    ``hard`` two faults (sometimes an interacting pair: the lagging replica must
+    be repaired before failing over the degraded primary) plus a red herring.
+
+    The agent sees only what it inspects. Resolution needs the right mitigation,
+    then verified recovery, then a declaration.
+
+    ## Action Space
+
+    ``Discrete(70)``: eight kinds on each of the eight services
+    (``inspect_metrics``, ``inspect_logs``, ``inspect_deploys``, ``restart``,
+    ``rollback``, ``scale_up``, ``scale_down``, ``clear_disk``), then
+    ``flush_cache``, ``failover_db``, ``toggle_circuit_breaker``, ``wait``,
+    ``escalate``, ``declare_resolved``. ``action_meanings`` gives each index in
+    words; :meth:`parse_action` (and :meth:`step`) accept that text. An index
+    out of range or text that names no action raises
+    :class:`~feedbackgym.errors.InvalidAction` listing the valid choices.
+
+    ## Observation Space
+
+    ``obs_mode="vector"``: a ``Dict`` that SB3's ``MultiInputPolicy`` accepts —
+    ``alerts`` (MultiBinary 8), ``budget`` and ``time`` (Box 1), ``metrics``
+    (Box 8x8, the last inspected values normalised to [0, 1], zero if never),
+    ``metrics_age`` (Box 8, steps since that inspection / max_steps, 1 if never),
+    ``logs`` (MultiBinary 8x15, log signals seen), ``deploys`` (MultiBinary 8x2,
+    recent code deploy / config push seen), ``inspected`` (MultiBinary 8x3),
+    ``actions_taken`` (MultiBinary 70), ``breaker_open`` (Discrete 2) and
+    ``last_result`` (Discrete 5: none, info, ok, no_effect, worse).
+    ``obs_mode="text"``: a ``Text`` space with an explicit charset: the console
+    (status, alerts, the last answer, every finding). ``"both"``: the vector
+    ``Dict`` plus a ``text`` key. No wall-clock values.
+
+    ## Rewards
+
+    Sparse: +1 for a correct resolution, 0 otherwise.
+
+    ## Feedback
+
+    ``subgoals`` is the episode's library (``triage_alerts`` → ``find_root_cause``
+    → ``mitigate`` → ``verify_recovery`` → ``declare_resolved``, suffixed per
+    fault on hard); ``info["subgoals"]`` says which are done after each step.
+    :meth:`expert_action` is the oracle that knows the fault.
+
+    ## Episode End
+
+    Terminated on a correct resolution, when the SLO error budget is exhausted
+    (unmitigated faults burn it faster and faster), on a destructive action
+    (restarting the DB primary, failing over onto a lagging replica), on a wrong
+    declaration, or on escalation; ``info["outcome"]`` says which. Truncated at
+    ``max_episode_steps`` (80) by the registered ``TimeLimit``.
+
+    ## Arguments
+
+    * ``difficulty``: ``"easy"``, ``"medium"`` or ``"hard"``.
+    * ``obs_mode``: ``"vector"``, ``"text"`` or ``"both"``.
+    * ``max_steps``: the step count that ``time`` is normalised by.
+
+    Validation seeds: :data:`feedbackgym.envs.ops.VALIDATION_SEEDS`.
+
+    ## Version History
+
+    * v0: Initial version.
+    """
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+
+    def __init__(
+        self,
+        difficulty: str = "medium",
+        obs_mode: str = "vector",
+        *,
+        max_steps: int = 80,
+        render_mode: str | None = None,
+    ) -> None:
+        if difficulty not in DIFFICULTIES:
+            raise ValueError(f"difficulty must be one of {DIFFICULTIES}, got {difficulty!r}")
+        if obs_mode not in OBS_MODES:
+            raise ValueError(f"obs_mode must be one of {OBS_MODES}, got {obs_mode!r}")
+        if render_mode not in (None, *self.metadata["render_modes"]):
+            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        if max_steps < 1:
+            raise ValueError(f"max_steps must be positive, got {max_steps}")
+        self.difficulty = difficulty
+        self.obs_mode = obs_mode
+        self.max_steps = max_steps
+        self.render_mode = render_mode
+        self.action_space = spaces.Discrete(N_ACTIONS)
+        vector = spaces.Dict(
+            {
+                "alerts": spaces.MultiBinary(_N),
+                "budget": spaces.Box(0.0, 1.0, (1,), np.float32),
+                "time": spaces.Box(0.0, 1.0, (1,), np.float32),
+                "metrics": spaces.Box(0.0, 1.0, (_N, len(METRICS)), np.float32),
+                "metrics_age": spaces.Box(0.0, 1.0, (_N,), np.float32),
+                "logs": spaces.MultiBinary((_N, len(LOG_SIGNALS))),
+                "deploys": spaces.MultiBinary((_N, 2)),
+                "inspected": spaces.MultiBinary((_N, 3)),
+                "actions_taken": spaces.MultiBinary(N_ACTIONS),
+                "breaker_open": spaces.Discrete(2),
+                "last_result": spaces.Discrete(len(RESULTS)),
+            }
+        )
+        text = spaces.Text(max_length=MAX_TEXT_LENGTH, min_length=1, charset=CHARSET)
+        if obs_mode == "vector":
+            self.observation_space: spaces.Space[Any] = vector
+        elif obs_mode == "text":
+            self.observation_space = text
+        else:
+            self.observation_space = spaces.Dict({**vector.spaces, "text": text})
+        self._state: IncidentState | None = None
+        self._tracker: SubgoalTracker | None = None
+        self._actions_taken = np.zeros(N_ACTIONS, np.int8)
+
+    # --- Gymnasium API ---------------------------------------------------------------------
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Draws a new incident from the env's generator (seeded by ``seed``)."""
+        super().reset(seed=seed)
+        self._state = draw_scenario(self.difficulty, self.np_random)
+        self._tracker = SubgoalTracker(build_subgoals(self._state))
+        self._actions_taken[:] = 0
+        return self._observation(), self._info(self._tracker.update(self._state))
+
+    def step(self, action: int | str) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        """Carries out ``action`` (an index, or text such as ``"inspect logs app"``)."""
+        state, tracker = self._require_episode()
+        if state.outcome != "in_progress":
+            raise FeedbackGymError(f"the episode is over ({state.outcome}); call reset()")
+        index = parse_action(action)
+        self._actions_taken[index] = 1
+        apply_action(state, index, self.np_random)
+        if not state.declared and state.outcome == "in_progress":
+            advance(state)
+        progress = tracker.update(state)
+        if state.declared:
+            state.outcome = "resolved" if progress["declare_resolved"] else "wrong_declaration"
+        reward = 1.0 if state.outcome == "resolved" else 0.0
+        terminated = state.outcome != "in_progress"
+        return self._observation(), reward, terminated, False, self._info(progress)
+
+    def render(self) -> str | None:
+        """Returns the console text when ``render_mode="ansi"``."""
+        if self.render_mode != "ansi" or self._state is None:
+            return None
+        return render_text(self._state, self.max_steps)
+
+    def close(self) -> None:
+        """Releases nothing: the simulator holds no outside resources. Idempotent."""
+        self._state = None
+        self._tracker = None
+
+    # --- feedbackgym API -------------------------------------------------------------------
+
+    @property
+    def action_meanings(self) -> tuple[str, ...]:
+        """The readable meaning of every action index."""
+        return ACTION_MEANINGS
+
+    @staticmethod
+    def parse_action(action: int | str) -> int:
+        """Turns an index or text into a valid action index (see ``## Action Space``)."""
+        return parse_action(action)
+
+    @property
+    def subgoals(self) -> list[Subgoal]:
+        """This episode's subgoal library, in prerequisite order."""
+        _, tracker = self._require_episode()
+        return list(tracker.subgoals)
+
+    @property
+    def state(self) -> IncidentState:
+        """The hidden state (for oracles, reviews and tests; never shown to the agent)."""
+        return self._require_episode()[0]
+
+    def expert_action(self) -> int:
+        """The oracle's next action: it knows the fault."""
+        return expert_action(self._require_episode()[0])
+
+    def get_state(self) -> dict[str, Any]:
+        """Returns a snapshot of the episode that :meth:`set_state` can restore."""
+        state, tracker = self._require_episode()
+        return copy.deepcopy(
+            {
+                "state": state,
+                "done": tracker.done,
+                "actions_taken": self._actions_taken,
+                "rng": self.np_random.bit_generator.state,
+            }
+        )
+
+    def set_state(self, snapshot: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        """Restores a snapshot from :meth:`get_state`; returns its observation and info."""
+        snapshot = copy.deepcopy(snapshot)
+        self._state = snapshot["state"]
+        self._tracker = SubgoalTracker(build_subgoals(self._state))
+        self._tracker.done.update(snapshot["done"])
+        self._actions_taken[:] = snapshot["actions_taken"]
+        self.np_random.bit_generator.state = snapshot["rng"]
+        return self._observation(), self._info(dict(self._tracker.done))
+
+    # --- helpers ---------------------------------------------------------------------------
+
+    def _require_episode(self) -> tuple[IncidentState, SubgoalTracker]:
+        if self._state is None or self._tracker is None:
+            raise FeedbackGymError("no episode is running; call reset() first")
+        return self._state, self._tracker
+
+    def _observation(self) -> Any:
+        state = self._state
+        assert state is not None
+        if self.obs_mode == "text":
+            return render_text(state, self.max_steps)
+        alerts = np.zeros(_N, np.int8)
+        for service in state.active_alerts():
+            alerts[SERVICES.index(service)] = 1
+        age = np.minimum((state.step - state.seen_at) / np.float32(self.max_steps), 1.0)
+        obs: dict[str, Any] = {
+            "alerts": alerts,
+            "budget": np.array([state.budget], np.float32),
+            "time": np.array([min(1.0, state.step / self.max_steps)], np.float32),
+            "metrics": state.metrics_seen.copy(),
+            "metrics_age": age,
+            "logs": state.logs_seen.copy(),
+            "deploys": state.deploys_seen.copy(),
+            "inspected": state.inspected.copy(),
+            "actions_taken": self._actions_taken.copy(),
+            "breaker_open": int(state.breaker_open),
+            "last_result": state.last_result,
+        }
+        if self.obs_mode == "both":
+            obs["text"] = render_text(state, self.max_steps)
+        return obs
+
+    def _info(self, progress: dict[str, bool]) -> dict[str, Any]:
+        state = self._state
+        assert state is not None
+        return {
+            "subgoals": progress,
+            "outcome": state.outcome,
+            "is_success": state.outcome == "resolved",
+            "action": state.last_action,
+            "slo_budget": state.budget,
+        }

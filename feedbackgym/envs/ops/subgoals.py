@@ -1,0 +1,101 @@
+"""The subgoal library of an incident, built from its scenario.
+
+One episode's library (ids without a suffix when there is one fault, with
+``_1``/``_2`` when there are two)::
+
+    triage_alerts ─► find_root_cause ─► mitigate ─► verify_recovery ─► declare_resolved
+
+Predicates are module-level functions bound with :func:`functools.partial`, so
+an env holding its library still pickles.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+from feedbackgym.core import Subgoal
+from feedbackgym.envs.ops.catalog import INTERACTING_PAIRS
+from feedbackgym.envs.ops.state import ActiveFault, IncidentState
+
+__all__ = ["build_subgoals", "evidence_needed"]
+
+
+def evidence_needed(fault: ActiveFault) -> tuple[str, ...]:
+    """The inspections of the root that make up the root-cause evidence."""
+    return ("metrics", "logs", "deploys") if fault.fault.deploy else ("metrics", "logs")
+
+
+def _alerts_triaged(services: tuple[str, ...], state: IncidentState) -> bool:
+    return all(state.has_evidence(s, "metrics") and state.has_evidence(s, "logs") for s in services)
+
+
+def _root_cause_found(index: int, state: IncidentState) -> bool:
+    fault = state.faults[index]
+    return all(state.has_evidence(fault.root, kind) for kind in evidence_needed(fault))
+
+
+def _mitigated(index: int, state: IncidentState) -> bool:
+    return state.faults[index].mitigated_at is not None
+
+
+def _recovery_verified(state: IncidentState) -> bool:
+    return all(state.is_recovered(f) and f.root in state.verified for f in state.faults)
+
+
+def _declared(state: IncidentState) -> bool:
+    return state.declared
+
+
+def build_subgoals(state: IncidentState) -> list[Subgoal]:
+    """Returns the subgoal library for the scenario in ``state``."""
+    alerts = state.initial_alerts
+    subgoals = [
+        Subgoal(
+            "triage_alerts",
+            f"Triage every alert: inspect the metrics and logs of {', '.join(alerts)}.",
+            partial(_alerts_triaged, alerts),
+        )
+    ]
+    suffixes = [""] if len(state.faults) == 1 else [f"_{i + 1}" for i in range(len(state.faults))]
+    mitigations = []
+    names = [f.name for f in state.faults]
+    for index, (fault, sfx) in enumerate(zip(state.faults, suffixes, strict=True)):
+        kinds = " and ".join(evidence_needed(fault)).replace("deploys", "deploy history")
+        requires = ["triage_alerts"]
+        subgoals.append(
+            Subgoal(
+                f"find_root_cause{sfx}",
+                f"Find the root-cause signal: inspect the {kinds} of {fault.root}.",
+                partial(_root_cause_found, index),
+                tuple(requires),
+            )
+        )
+        mitigate_requires = [f"find_root_cause{sfx}"]
+        for first, second in INTERACTING_PAIRS:
+            if fault.name == second and first in names:
+                mitigate_requires.append(f"mitigate{suffixes[names.index(first)]}")
+        subgoals.append(
+            Subgoal(
+                f"mitigate{sfx}",
+                f"Stop the {fault.fault.label} at {fault.root}.",
+                partial(_mitigated, index),
+                tuple(mitigate_requires),
+            )
+        )
+        mitigations.append(f"mitigate{sfx}")
+    roots = ", ".join(f.root for f in state.faults)
+    subgoals += [
+        Subgoal(
+            "verify_recovery",
+            f"Verify recovery: once it settles, inspect the metrics of {roots}.",
+            _recovery_verified,
+            tuple(mitigations),
+        ),
+        Subgoal(
+            "declare_resolved",
+            "Declare the incident resolved.",
+            _declared,
+            ("verify_recovery",),
+        ),
+    ]
+    return subgoals

@@ -1,0 +1,52 @@
+"""Registers every feedbackgym environment id with Gymnasium.
+
+Ids use string entry points and plain-data kwargs (never lambdas), so
+``gym.make``, ``gym.make("feedbackgym:feedbackgym/...")``, ``EnvSpec.to_json()``
+and vector envs all work. Called once from ``feedbackgym/__init__.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gymnasium.envs.registration import register, registry
+
+__all__ = ["ENV_DESCRIPTIONS", "register_envs"]
+
+_OPS_ENTRY = "feedbackgym.envs.ops.env:OpsIncidentEnv"
+_OPS_STEPS = 80
+
+_SPECS: list[dict[str, Any]] = [
+    {
+        "id": "feedbackgym/OpsIncident-v0",
+        "entry_point": _OPS_ENTRY,
+        "kwargs": {"difficulty": "medium", "obs_mode": "vector"},
+        "max_episode_steps": _OPS_STEPS,
+        "description": "Incident response in a simulated production system "
+        "(kwargs: difficulty easy|medium|hard, obs_mode vector|text|both).",
+    },
+    *(
+        {
+            "id": f"feedbackgym/OpsIncident{difficulty.title()}-v0",
+            "entry_point": _OPS_ENTRY,
+            "kwargs": {"difficulty": difficulty, "obs_mode": "vector"},
+            "max_episode_steps": _OPS_STEPS,
+            "description": f"OpsIncident at {difficulty} difficulty: {what}.",
+        }
+        for difficulty, what in (
+            ("easy", "one fault"),
+            ("medium", "one fault plus two misleading alerts elsewhere"),
+            ("hard", "two interacting faults plus misleading alerts"),
+        )
+    ),
+]
+
+ENV_DESCRIPTIONS: dict[str, str] = {spec["id"]: spec["description"] for spec in _SPECS}
+"""One line per registered id, as ``feedbackgym envs`` prints it."""
+
+
+def register_envs() -> None:
+    """Registers every feedbackgym environment (idempotent)."""
+    for spec in _SPECS:
+        if spec["id"] not in registry:
+            register(**{k: v for k, v in spec.items() if k != "description"})

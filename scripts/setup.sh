@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs everything feedbackgym and its tests need, idempotently, and starts
+# the Docker engine. Safe to run again: it only installs what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(chromium docker.io bubblewrap debootstrap)
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+    echo "setup: installing Debian packages: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+PYTHON="${PYTHON:-python3}"
+# torch is pinned in the same pip command as stable-baselines3 so that pip
+# takes the local CPU wheel instead of a multi-GB CUDA build.
+"$PYTHON" -m pip install -q -e ".[all,test]" "torch==2.13.0"
+
+# The Docker engine: no default bridge, no iptables; containers run with --network none.
+if ! docker info >/dev/null 2>&1; then
+    echo "setup: starting dockerd"
+    mkdir -p /var/log
+    nohup dockerd --bridge=none --iptables=false --ip6tables=false \
+        >/var/log/feedbackgym-dockerd.log 2>&1 &
+    for _ in $(seq 1 60); do
+        docker info >/dev/null 2>&1 && break
+        sleep 0.5
+    done
+    docker info >/dev/null 2>&1 || { echo "setup: dockerd did not start, see /var/log/feedbackgym-dockerd.log" >&2; exit 1; }
+fi
+echo "setup: ready"
