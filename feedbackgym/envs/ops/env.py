@@ -14,7 +14,7 @@ from feedbackgym.envs.ops.actions import ACTION_MEANINGS, N_ACTIONS, parse_actio
 from feedbackgym.envs.ops.catalog import LOG_SIGNALS, METRICS, SERVICES
 from feedbackgym.envs.ops.dynamics import RESULTS, advance, apply_action
 from feedbackgym.envs.ops.expert import expert_action
-from feedbackgym.envs.ops.state import DIFFICULTIES, IncidentState, draw_scenario
+from feedbackgym.envs.ops.state import DIFFICULTIES, INSPECTIONS, IncidentState, draw_scenario
 from feedbackgym.envs.ops.subgoals import build_subgoals
 from feedbackgym.envs.ops.text import CHARSET, MAX_TEXT_LENGTH, render_text
 from feedbackgym.errors import FeedbackGymError
@@ -58,10 +58,11 @@ class OpsIncidentEnv(gym.Env[Any, int]):
 
     ``obs_mode="vector"``: a ``Dict`` that SB3's ``MultiInputPolicy`` accepts —
     ``alerts`` (MultiBinary 8), ``budget`` and ``time`` (Box 1), ``metrics``
-    (Box 8x8, the last inspected values normalised to [0, 1], zero if never),
-    ``metrics_age`` (Box 8, steps since that inspection / max_steps, 1 if never),
-    ``logs`` (MultiBinary 8x15, log signals seen), ``deploys`` (MultiBinary 8x2,
-    recent code deploy / config push seen), ``inspected`` (MultiBinary 8x3),
+    (Box 64: 8 services x 8 metrics, row-major, the last inspected values
+    normalised to [0, 1], zero if never), ``metrics_age`` (Box 8, steps since
+    that inspection / max_steps, 1 if never), ``logs`` (MultiBinary 8x15
+    flattened, log signals seen), ``deploys`` (MultiBinary 8x2 flattened, recent
+    code deploy / config push seen), ``inspected`` (MultiBinary 8x3 flattened),
     ``actions_taken`` (MultiBinary 70), ``breaker_open`` (Discrete 2) and
     ``last_result`` (Discrete 5: none, info, ok, no_effect, worse).
     ``obs_mode="text"``: a ``Text`` space with an explicit charset: the console
@@ -128,11 +129,11 @@ class OpsIncidentEnv(gym.Env[Any, int]):
                 "alerts": spaces.MultiBinary(_N),
                 "budget": spaces.Box(0.0, 1.0, (1,), np.float32),
                 "time": spaces.Box(0.0, 1.0, (1,), np.float32),
-                "metrics": spaces.Box(0.0, 1.0, (_N, len(METRICS)), np.float32),
+                "metrics": spaces.Box(0.0, 1.0, (_N * len(METRICS),), np.float32),
                 "metrics_age": spaces.Box(0.0, 1.0, (_N,), np.float32),
-                "logs": spaces.MultiBinary((_N, len(LOG_SIGNALS))),
-                "deploys": spaces.MultiBinary((_N, 2)),
-                "inspected": spaces.MultiBinary((_N, 3)),
+                "logs": spaces.MultiBinary(_N * len(LOG_SIGNALS)),
+                "deploys": spaces.MultiBinary(_N * 2),
+                "inspected": spaces.MultiBinary(_N * len(INSPECTIONS)),
                 "actions_taken": spaces.MultiBinary(N_ACTIONS),
                 "breaker_open": spaces.Discrete(2),
                 "last_result": spaces.Discrete(len(RESULTS)),
@@ -258,11 +259,11 @@ class OpsIncidentEnv(gym.Env[Any, int]):
             "alerts": alerts,
             "budget": np.array([state.budget], np.float32),
             "time": np.array([min(1.0, state.step / self.max_steps)], np.float32),
-            "metrics": state.metrics_seen.copy(),
+            "metrics": state.metrics_seen.flatten(),
             "metrics_age": age,
-            "logs": state.logs_seen.copy(),
-            "deploys": state.deploys_seen.copy(),
-            "inspected": state.inspected.copy(),
+            "logs": state.logs_seen.flatten(),
+            "deploys": state.deploys_seen.flatten(),
+            "inspected": state.inspected.flatten(),
             "actions_taken": self._actions_taken.copy(),
             "breaker_open": int(state.breaker_open),
             "last_result": state.last_result,

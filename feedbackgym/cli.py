@@ -1,0 +1,193 @@
+"""The ``feedbackgym`` command.
+
+Usage::
+
+    feedbackgym envs
+    feedbackgym play ID [--policy random|expert] [--episodes N] [--seed S] [--kwarg KEY=VALUE ...]
+    feedbackgym demo [--episodes N]
+
+Errors (an unknown id, a bad option, a policy the env lacks) print one line to
+stderr and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import sys
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import gymnasium as gym
+
+from feedbackgym.errors import FeedbackGymError
+from feedbackgym.registration import ENV_DESCRIPTIONS
+from feedbackgym.rollout import POLICIES, EpisodeResult, run_episodes, summarize
+
+__all__ = ["main"]
+
+PROGRESS_MIN_EPISODES = 20
+"""Runs with at least this many episodes show a progress bar on stderr."""
+
+
+class CommandError(FeedbackGymError):
+    """A command-line mistake: reported in one line, exit status 2."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the command line; returns the exit status."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run(args))
+    except (FeedbackGymError, ValueError, gym.error.Error) as error:
+        print(f"feedbackgym {args.command}: error: {error}", file=sys.stderr)
+        return 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="feedbackgym", description="Long-horizon Gymnasium tasks with guide/review feedback."
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    envs = commands.add_parser("envs", help="list the registered env ids")
+    envs.set_defaults(run=_cmd_envs)
+
+    play = commands.add_parser("play", help="play episodes with a built-in policy")
+    play.add_argument("env_id", metavar="ID", help="a registered id, e.g. feedbackgym/OpsIncident-v0")
+    play.add_argument("--policy", choices=POLICIES, default="random")
+    play.add_argument("--episodes", type=_positive_int, default=10)
+    play.add_argument("--seed", type=int, default=0, help="seed of the first episode")
+    play.add_argument(
+        "--kwarg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="env keyword argument (VALUE parsed as JSON when it can be), repeatable",
+    )
+    play.set_defaults(run=_cmd_play)
+
+    demo = commands.add_parser(
+        "demo", help="expert vs random on every ops difficulty, over the validation seeds"
+    )
+    demo.add_argument("--episodes", type=_positive_int, default=100)
+    demo.set_defaults(run=_cmd_demo)
+    return parser
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
+def _parse_kwargs(pairs: Iterable[str]) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise CommandError(f"--kwarg expects KEY=VALUE, got {pair!r}")
+        try:
+            kwargs[key] = json.loads(value)
+        except json.JSONDecodeError:
+            kwargs[key] = value
+    return kwargs
+
+
+def _make(env_id: str, kwargs: dict[str, Any]) -> gym.Env[Any, Any]:
+    if env_id not in gym.registry:
+        close = difflib.get_close_matches(env_id, list(gym.registry), n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise CommandError(f"unknown env id {env_id!r}{hint} (`feedbackgym envs` lists them)")
+    try:
+        return gym.make(env_id, **kwargs)
+    except TypeError as error:
+        raise CommandError(f"bad keyword argument for {env_id}: {error}") from error
+
+
+def _progress(total: int, desc: str) -> Any:
+    """Returns a wrapper that shows a progress bar for long runs when tqdm is installed."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return iter
+    disable = total < PROGRESS_MIN_EPISODES
+    return lambda it: tqdm(it, total=total, desc=desc, file=sys.stderr, disable=disable)
+
+
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |" for row in rows]
+    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return "\n".join(lines)
+
+
+_SUMMARY_HEADER = ["episodes", "success", "mean return", "mean len", "median len", "subgoals"]
+
+
+def _summary_cells(results: list[EpisodeResult]) -> list[str]:
+    s = summarize(results)
+    return [
+        f"{s['episodes']:.0f}",
+        f"{s['success_rate']:.1%}",
+        f"{s['mean_return']:.2f}",
+        f"{s['mean_length']:.1f}",
+        f"{s['median_length']:.1f}",
+        f"{s['subgoal_fraction']:.1%}",
+    ]
+
+
+def _cmd_envs(args: argparse.Namespace) -> int:
+    ids = sorted(i for i in gym.registry if i.startswith("feedbackgym/"))
+    width = max(len(i) for i in ids)
+    for env_id in ids:
+        print(f"{env_id:<{width}}  {ENV_DESCRIPTIONS.get(env_id, '')}")
+    return 0
+
+
+def _cmd_play(args: argparse.Namespace) -> int:
+    env = _make(args.env_id, _parse_kwargs(args.kwarg))
+    results: list[EpisodeResult] = []
+    try:
+        progress = _progress(args.episodes, args.policy)
+        for r in run_episodes(env, args.policy, args.episodes, args.seed, progress=progress):
+            results.append(r)
+            print(
+                f"seed {r.seed}: {'success' if r.success else 'failure'} ({r.outcome}) "
+                f"return {r.episode_return:.2f} length {r.length} "
+                f"subgoals {len(r.subgoals_done)}/{r.subgoals_total}"
+                + (f" [{', '.join(r.subgoals_done)}]" if r.subgoals_done else "")
+            )
+    finally:
+        env.close()
+    print()
+    print(_table([["policy", *_SUMMARY_HEADER], [args.policy, *_summary_cells(results)]]))
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from feedbackgym.envs.ops import DIFFICULTIES, VALIDATION_SEEDS
+
+    rows = [["env", "policy", *_SUMMARY_HEADER]]
+    for difficulty in DIFFICULTIES:
+        env_id = f"feedbackgym/OpsIncident{difficulty.title()}-v0"
+        env = _make(env_id, {})
+        seeds = VALIDATION_SEEDS[difficulty]
+        try:
+            for policy in POLICIES:
+                progress = _progress(args.episodes, f"{difficulty} {policy}")
+                results = list(
+                    run_episodes(env, policy, min(args.episodes, len(seeds)), seeds[0], progress=progress)
+                )
+                rows.append([env_id, policy, *_summary_cells(results)])
+        finally:
+            env.close()
+    print(_table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
