@@ -56,7 +56,9 @@ def _parser() -> argparse.ArgumentParser:
     envs.set_defaults(run=_cmd_envs)
 
     play = commands.add_parser("play", help="play episodes with a built-in policy")
-    play.add_argument("env_id", metavar="ID", help="a registered id, e.g. feedbackgym/OpsIncident-v0")
+    play.add_argument(
+        "env_id", metavar="ID", help="a registered id, e.g. feedbackgym/OpsIncident-v0"
+    )
     play.add_argument("--policy", choices=POLICIES, default="random")
     play.add_argument("--episodes", type=_positive_int, default=10)
     play.add_argument("--seed", type=int, default=0, help="seed of the first episode")
@@ -120,7 +122,10 @@ def _progress(total: int, desc: str) -> Any:
 
 def _table(rows: list[list[str]]) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |" for row in rows]
+    lines = [
+        "| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |"
+        for row in rows
+    ]
     lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
     return "\n".join(lines)
 
@@ -180,7 +185,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             for policy in POLICIES:
                 progress = _progress(args.episodes, f"{difficulty} {policy}")
                 results = list(
-                    run_episodes(env, policy, min(args.episodes, len(seeds)), seeds[0], progress=progress)
+                    run_episodes(
+                        env, policy, min(args.episodes, len(seeds)), seeds[0], progress=progress
+                    )
                 )
                 rows.append([env_id, policy, *_summary_cells(results)])
         finally:

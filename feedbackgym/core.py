@@ -104,7 +104,9 @@ def _topological_order(subgoals: Iterable[Subgoal]) -> list[Subgoal]:
     while pending:
         ready = [sg for sg in pending if set(sg.requires) <= placed]
         if not ready:
-            raise ValueError(f"subgoal prerequisites form a cycle among {[sg.id for sg in pending]}")
+            raise ValueError(
+                f"subgoal prerequisites form a cycle among {[sg.id for sg in pending]}"
+            )
         for sg in ready:
             ordered.append(sg)
             placed.add(sg.id)

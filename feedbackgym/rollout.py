@@ -54,7 +54,7 @@ def make_policy(env: gym.Env[Any, Any], name: str, seed: int) -> Callable[[], An
         if expert is None:
             env_id = env.spec.id if env.spec else type(env.unwrapped).__name__
             raise FeedbackGymError(f"{env_id} has no expert policy (env.unwrapped.expert_action)")
-        return expert  # type: ignore[no-any-return]
+        return expert
     raise FeedbackGymError(f"unknown policy {name!r}; choose one of {', '.join(POLICIES)}")
 
 

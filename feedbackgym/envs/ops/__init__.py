@@ -27,7 +27,9 @@ VALIDATION_SEED_START = 10_000_000
 TRAIN_SEED_LIMIT = VALIDATION_SEED_START
 
 VALIDATION_SEEDS: dict[str, tuple[int, ...]] = {
-    difficulty: tuple(range(VALIDATION_SEED_START + 1000 * i, VALIDATION_SEED_START + 1000 * i + 100))
+    difficulty: tuple(
+        range(VALIDATION_SEED_START + 1000 * i, VALIDATION_SEED_START + 1000 * i + 100)
+    )
     for i, difficulty in enumerate(DIFFICULTIES)
 }
 """100 held-out seeds per difficulty: ``10_000_000..10_000_099`` for easy,

@@ -233,9 +233,13 @@ def _scale_up(state: IncidentState, service: str | None) -> tuple[int, str]:
     relieved = _buy_time(state, service, "scale_up")
     for fault in relieved:
         fault.growth = 0.5 * PRESSURE_GROWTH
-    return (OK, f"scaled up {service}; pressure grows slower") if relieved else (
-        NO_EFFECT,
-        f"scaled up {service}: no change",
+    return (
+        (OK, f"scaled up {service}; pressure grows slower")
+        if relieved
+        else (
+            NO_EFFECT,
+            f"scaled up {service}: no change",
+        )
     )
 
 

@@ -123,7 +123,7 @@ class OpsIncidentEnv(gym.Env[Any, int]):
         self.obs_mode = obs_mode
         self.max_steps = max_steps
         self.render_mode = render_mode
-        self.action_space = spaces.Discrete(N_ACTIONS)
+        self.action_space: spaces.Space[Any] = spaces.Discrete(N_ACTIONS)
         vector = spaces.Dict(
             {
                 "alerts": spaces.MultiBinary(_N),

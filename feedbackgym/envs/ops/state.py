@@ -48,7 +48,9 @@ class DifficultySettings:
 SETTINGS: dict[str, DifficultySettings] = {
     "easy": DifficultySettings(n_faults=1, n_red_herrings=0, recovery_steps=2),
     "medium": DifficultySettings(n_faults=1, n_red_herrings=2, recovery_steps=3),
-    "hard": DifficultySettings(n_faults=2, n_red_herrings=2, recovery_steps=5, interacting_chance=0.3),
+    "hard": DifficultySettings(
+        n_faults=2, n_red_herrings=2, recovery_steps=5, interacting_chance=0.3
+    ),
 }
 
 PRESSURE_GROWTH = 1.0 / 40.0
@@ -133,9 +135,7 @@ class IncidentState:
     metrics_seen: np.ndarray = field(
         default_factory=lambda: np.zeros((len(SERVICES), len(METRICS)), np.float32)
     )
-    seen_at: np.ndarray = field(
-        default_factory=lambda: np.full(len(SERVICES), NEVER, np.float32)
-    )
+    seen_at: np.ndarray = field(default_factory=lambda: np.full(len(SERVICES), NEVER, np.float32))
     logs_seen: np.ndarray = field(
         default_factory=lambda: np.zeros((len(SERVICES), len(LOG_SIGNALS)), np.int8)
     )
@@ -161,7 +161,7 @@ class IncidentState:
 
     def active_alerts(self) -> list[str]:
         """Services alerting now: unrecovered fault symptoms and untriaged red herrings."""
-        alerting = set()
+        alerting: set[str] = set()
         for fault in self.faults:
             if not self.is_recovered(fault):
                 alerting.update(fault.symptom_services)
@@ -235,7 +235,9 @@ def _draw_deploys(
             continue
         major, minor = int(rng.integers(1, 6)), int(rng.integers(0, 20))
         history = [
-            Deploy(f"v{major}.{minor}.{patch}", int(rng.integers(2, 30)) * 1440 // (patch + 1), "code")
+            Deploy(
+                f"v{major}.{minor}.{patch}", int(rng.integers(2, 30)) * 1440 // (patch + 1), "code"
+            )
             for patch in range(2)
         ]
         if service in faulty:

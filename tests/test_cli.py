@@ -1,0 +1,94 @@
+"""The ``feedbackgym`` console script, run as users run it."""
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from feedbackgym.cli import main
+
+
+def _run(*args):
+    exe = shutil.which("feedbackgym")
+    command = [exe, *args] if exe else [sys.executable, "-m", "feedbackgym.cli", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+
+def test_envs_lists_every_id_with_a_description():
+    result = _run("envs")
+    assert result.returncode == 0
+    lines = result.stdout.strip().splitlines()
+    ids = [line.split()[0] for line in lines]
+    assert "feedbackgym/OpsIncident-v0" in ids and "feedbackgym/OpsIncidentHard-v0" in ids
+    assert all(len(line.split()) > 2 for line in lines)
+
+
+def test_play_expert_prints_episodes_and_summary():
+    result = _run(
+        "play",
+        "feedbackgym/OpsIncidentMedium-v0",
+        "--policy",
+        "expert",
+        "--episodes",
+        "3",
+        "--seed",
+        "5",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("success (resolved)") == 3
+    assert "seed 7:" in result.stdout
+    assert "| expert | 3" in result.stdout and "100.0%" in result.stdout
+
+
+def test_play_passes_kwargs_and_shows_progress_on_long_runs():
+    result = _run(
+        "play",
+        "feedbackgym/OpsIncident-v0",
+        "--kwarg",
+        "difficulty=hard",
+        "--kwarg",
+        "obs_mode=text",
+        "--episodes",
+        "25",
+    )
+    assert result.returncode == 0, result.stderr
+    assert "25/25" in result.stderr
+    assert "/7" in result.stdout  # hard episodes have two faults, so seven subgoals
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["play", "feedbackgym/OpsIncdent-v0"], "unknown env id"),
+        (["play", "CartPole-v1", "--policy", "expert"], "no expert policy"),
+        (
+            ["play", "feedbackgym/OpsIncident-v0", "--kwarg", "difficulty=extreme"],
+            "difficulty must be one of",
+        ),
+        (["play", "feedbackgym/OpsIncident-v0", "--kwarg", "colour=red"], "bad keyword argument"),
+        (["play", "feedbackgym/OpsIncident-v0", "--kwarg", "novalue"], "KEY=VALUE"),
+    ],
+)
+def test_errors_name_what_was_wrong(args, message):
+    result = _run(*args)
+    assert result.returncode == 2
+    assert message in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args", [["play", "x", "--episodes", "0"], ["play", "x", "--policy", "smart"], ["fly"]]
+)
+def test_bad_options_exit_2(args):
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    assert exit_info.value.code == 2
+
+
+def test_demo_prints_a_table_for_every_difficulty(capsys):
+    assert main(["demo", "--episodes", "5"]) == 0
+    rows = [line.split("|") for line in capsys.readouterr().out.splitlines()[2:]]
+    cells = {(row[1].strip(), row[2].strip()): row[4].strip() for row in rows}
+    for difficulty in ("Easy", "Medium", "Hard"):
+        assert cells[(f"feedbackgym/OpsIncident{difficulty}-v0", "expert")] == "100.0%"
+        assert (f"feedbackgym/OpsIncident{difficulty}-v0", "random") in cells

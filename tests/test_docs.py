@@ -1,0 +1,55 @@
+"""The README's set-up commands and code blocks."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+
+
+def _blocks(language):
+    return re.findall(rf"```{language}\n(.*?)```", README, flags=re.S)
+
+
+def test_readme_opens_with_exactly_two_setup_commands():
+    head = README.split("\n## ")[0]
+    commands = [block.strip() for block in re.findall(r"```bash\n(.*?)```", head, flags=re.S)]
+    assert len(commands) == 2
+    main_job, tests = commands
+    assert main_job.startswith("bash scripts/setup.sh && ")
+    assert tests.startswith("bash scripts/setup.sh && ")
+    for script in re.findall(r"scripts/\S+\.sh", main_job + tests):
+        assert (ROOT / script).exists(), script
+
+
+def test_ci_runs_the_readme_test_command_and_nothing_else():
+    tests_command = _blocks("bash")[1].strip()
+    ci_lines = [
+        line
+        for line in (ROOT / ".ci" / "run").read_text().splitlines()
+        if line.strip() and not line.startswith(("#", "set ", "cd "))
+    ]
+    assert ci_lines == [tests_command]
+
+
+def test_readme_python_examples_run():
+    for block in _blocks("python"):
+        result = subprocess.run(
+            [sys.executable, "-c", block], capture_output=True, text=True, timeout=120, cwd=ROOT
+        )
+        assert result.returncode == 0, result.stderr
+        assert "resolved 1.0 True" in result.stdout
+
+
+def test_benchmark_script_runs():
+    result = subprocess.run(
+        [sys.executable, "benchmarks/ops_step.py", "--steps", "300", "--repeats", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "CartPole-v1" in result.stdout and "OpsIncident-v0 (hard)" in result.stdout
