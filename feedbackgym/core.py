@@ -1,19 +1,32 @@
-"""Plain data shared by every part of feedbackgym: subgoals and their progress.
+"""Plain data shared by every part of feedbackgym: subgoals, progress, feedback.
 
 A task's *subgoal library* is a list of :class:`Subgoal`: named, described
 milestones with a predicate over the env's state and prerequisites that form a
 chain or a DAG. :class:`SubgoalTracker` evaluates the library step by step and
 reports which subgoals are done; a subgoal counts as done once its predicate
 holds *and* all its prerequisites are done, and stays done (latched).
+
+Feedback is plain, JSON-safe data with a text rendering for LLM agents: a
+:class:`Hint` names the subgoals to pursue next; a :class:`Review` critiques the
+last steps of a finished episode. :class:`StepRecord` is what a reviewer reads.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["Subgoal", "SubgoalTracker"]
+__all__ = [
+    "Hint",
+    "ReexplorePoint",
+    "Review",
+    "ReusableSegment",
+    "StepRecord",
+    "Subgoal",
+    "SubgoalTracker",
+    "next_subgoal_ids",
+]
 
 
 @dataclass(frozen=True)
@@ -112,3 +125,197 @@ def _topological_order(subgoals: Iterable[Subgoal]) -> list[Subgoal]:
             placed.add(sg.id)
             pending.remove(sg)
     return ordered
+
+
+def next_subgoal_ids(library: Sequence[Subgoal], progress: dict[str, bool]) -> list[str]:
+    """Ids of the subgoals not done yet, in the order to pursue them.
+
+    Subgoals whose prerequisites are all done come first (in library order),
+    then the rest in prerequisite order, so ``[:2]`` reads "first A, then B".
+    """
+    order = _topological_order(library)
+    pending = [sg for sg in order if not progress.get(sg.id, False)]
+    ready = [sg.id for sg in pending if all(progress.get(r, False) for r in sg.requires)]
+    return ready + [sg.id for sg in pending if sg.id not in ready]
+
+
+@dataclass(frozen=True)
+class Hint:
+    """Guide feedback: the subgoals to pursue next, in order. Never an action.
+
+    Attributes:
+        subgoal_ids: Ids of the subgoals to reach next, first one first.
+        texts: Their descriptions, aligned with ``subgoal_ids``.
+        step: The episode step at which the hint was given.
+        positions: Each subgoal's index in the episode's library (for the
+            vector channel's one-hot).
+
+    Example:
+        >>> Hint(("a", "b"), ("open the door", "reach the goal"), step=3).text
+        'Hint: first open the door, then reach the goal'
+    """
+
+    subgoal_ids: tuple[str, ...]
+    texts: tuple[str, ...]
+    step: int
+    positions: tuple[int, ...] = ()
+
+    @property
+    def text(self) -> str:
+        """The hint in words, for text observations."""
+        if not self.texts:
+            return "Hint: all subgoals are done"
+        parts = [f"first {self.texts[0]}"] + [f"then {t}" for t in self.texts[1:]]
+        return "Hint: " + ", ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Returns the hint as JSON-safe data."""
+        return {
+            "subgoal_ids": list(self.subgoal_ids),
+            "texts": list(self.texts),
+            "step": self.step,
+            "positions": list(self.positions),
+            "text": self.text,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Hint:
+        """Rebuilds a hint from :meth:`to_dict` output."""
+        return cls(
+            tuple(data["subgoal_ids"]),
+            tuple(data["texts"]),
+            int(data["step"]),
+            tuple(data.get("positions", ())),
+        )
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One step of an episode, as a reviewer reads it.
+
+    Attributes:
+        step: Index of the step in its episode (0 for the first action).
+        action: The action taken (JSON-safe: an int or a string).
+        reward: The env reward.
+        done_ids: Ids of the subgoals done after the step.
+        harmful: Whether the env flagged the action as harmful
+            (``info["harmful"]``).
+        expert_action: The expert's action in the state before the step, when
+            action-level suggestions are enabled and the env has an expert.
+        action_text: The action in words, when the env can say it.
+    """
+
+    step: int
+    action: Any
+    reward: float
+    done_ids: tuple[str, ...]
+    harmful: bool = False
+    expert_action: Any = None
+    action_text: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Returns the record as JSON-safe data."""
+        data = asdict(self)
+        data["done_ids"] = list(self.done_ids)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> StepRecord:
+        """Rebuilds a record from :meth:`to_dict` output."""
+        return cls(**{**data, "done_ids": tuple(data["done_ids"])})
+
+
+@dataclass(frozen=True)
+class ReusableSegment:
+    """A stretch of steps that reached a subgoal and can be reused.
+
+    Attributes:
+        start: First step of the segment.
+        end: Last step of the segment (inclusive), where the subgoal was reached.
+        subgoal_id: The subgoal it reached.
+    """
+
+    start: int
+    end: int
+    subgoal_id: str
+
+
+@dataclass(frozen=True)
+class ReexplorePoint:
+    """A step to explore again, with what to try in that state.
+
+    Attributes:
+        step: The step to restart from (the state before this step's action).
+        state_summary: A short description of the state there.
+        suggestion: What to try, at the subgoal level ("reach: ...").
+        reason: ``"harmful"`` (the env flagged the action) or ``"stalled"``
+            (no subgoal progress for too long).
+        action_suggestion: The expert's action there, only when the user
+            opted in to action-level suggestions.
+    """
+
+    step: int
+    state_summary: str
+    suggestion: str
+    reason: str
+    action_suggestion: Any = None
+
+
+@dataclass(frozen=True)
+class Review:
+    """Review feedback on the last ``window`` steps of a finished episode.
+
+    Attributes:
+        window: ``(first_step, last_step)`` covered, inclusive.
+        reusable: Segments that advanced subgoals.
+        reexplore: Points to explore again, with suggestions.
+        summary: The critique in words.
+        score: In ``[0, 1]``: the fraction of subgoals reached, 1 on success.
+        credit: Per-step credit over the window (aligned with its steps):
+            positive on reusable segments, negative at re-explore points.
+        success: Whether the episode succeeded.
+    """
+
+    window: tuple[int, int]
+    reusable: tuple[ReusableSegment, ...]
+    reexplore: tuple[ReexplorePoint, ...]
+    summary: str
+    score: float
+    credit: tuple[float, ...] = ()
+    success: bool = False
+
+    @property
+    def text(self) -> str:
+        """The review in words, for text observations."""
+        lines = [f"Review of your last attempt (score {self.score:.2f}): {self.summary}"]
+        lines += [
+            f"- Reuse steps {s.start}-{s.end}: they reached {s.subgoal_id}." for s in self.reusable
+        ]
+        lines += [
+            f"- Step {p.step} ({p.reason}): in the state '{p.state_summary}', {p.suggestion}"
+            for p in self.reexplore
+        ]
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Returns the review as JSON-safe data."""
+        data = asdict(self)
+        data["window"] = list(self.window)
+        data["reusable"] = [asdict(s) for s in self.reusable]
+        data["reexplore"] = [asdict(p) for p in self.reexplore]
+        data["credit"] = list(self.credit)
+        data["text"] = self.text
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Review:
+        """Rebuilds a review from :meth:`to_dict` output."""
+        return cls(
+            window=(int(data["window"][0]), int(data["window"][1])),
+            reusable=tuple(ReusableSegment(**s) for s in data["reusable"]),
+            reexplore=tuple(ReexplorePoint(**p) for p in data["reexplore"]),
+            summary=data["summary"],
+            score=float(data["score"]),
+            credit=tuple(data.get("credit", ())),
+            success=bool(data.get("success", False)),
+        )

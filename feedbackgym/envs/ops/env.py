@@ -12,7 +12,7 @@ from gymnasium import spaces
 from feedbackgym.core import Subgoal, SubgoalTracker
 from feedbackgym.envs.ops.actions import ACTION_MEANINGS, N_ACTIONS, parse_action
 from feedbackgym.envs.ops.catalog import LOG_SIGNALS, METRICS, SERVICES
-from feedbackgym.envs.ops.dynamics import RESULTS, advance, apply_action
+from feedbackgym.envs.ops.dynamics import RESULTS, WORSE, advance, apply_action
 from feedbackgym.envs.ops.expert import expert_action
 from feedbackgym.envs.ops.state import DIFFICULTIES, INSPECTIONS, IncidentState, draw_scenario
 from feedbackgym.envs.ops.subgoals import build_subgoals
@@ -279,6 +279,8 @@ class OpsIncidentEnv(gym.Env[Any, int]):
             "subgoals": progress,
             "outcome": state.outcome,
             "is_success": state.outcome == "resolved",
+            "harmful": state.last_result == WORSE
+            or state.outcome not in ("in_progress", "resolved", "slo_exhausted"),
             "action": state.last_action,
             "slo_budget": state.budget,
         }

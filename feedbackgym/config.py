@@ -1,0 +1,276 @@
+"""One validated feedback config, from YAML or TOML, re-read when its file changes.
+
+Example file (``feedback.yaml``)::
+
+    guide: {every: 4, lookahead: 2, dropout: 0.1, channels: [vector, info]}
+    review: {window: 20, channels: [info, credit]}
+    schedule: {switch_at: 0.4, fade: 5, total: 100, unit: rounds,
+               adaptive: {metric: loss, window: 10, sooner_below: 0.01, later_above: 0.05}}
+    shaping: {gamma: 0.99, scale: 1.0}
+    retention: {hot_days: 7, cold_days: 90}
+
+Every field has a default, so an empty file is a valid config. Errors raise
+:class:`~feedbackgym.errors.ConfigError` naming the field. :class:`ConfigWatcher`
+re-reads the file when it changes: a valid edit is applied and logged with a
+timestamp; an invalid one (or one that changes a channel, which would change
+the observation space mid-run) is rejected with a logged reason and the old
+config is kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from feedbackgym.errors import ConfigError
+
+__all__ = [
+    "AdaptiveConfig",
+    "ConfigWatcher",
+    "FeedbackConfig",
+    "GuideConfig",
+    "RetentionConfig",
+    "ReviewConfig",
+    "ScheduleConfig",
+    "ShapingConfig",
+    "load_config",
+]
+
+logger = logging.getLogger(__name__)
+
+GuideChannel = Literal["text", "vector", "info"]
+ReviewChannel = Literal["text", "vector", "info", "credit"]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class GuideConfig(_Section):
+    """Guide settings.
+
+    Attributes:
+        every: Guide density: a hint is due every ``every`` steps.
+        lookahead: Subgoals a hint names.
+        dropout: Chance a due hint is withheld even at full guide weight.
+        channels: Where hints go.
+    """
+
+    every: int = Field(4, ge=1)
+    lookahead: int = Field(2, ge=1)
+    dropout: float = Field(0.0, ge=0.0, le=1.0)
+    channels: tuple[GuideChannel, ...] = ("info",)
+
+
+class ReviewConfig(_Section):
+    """Review settings.
+
+    Attributes:
+        window: Review window length N (the last N steps).
+        stall_steps: Steps without progress that count as a stall.
+        action_level: Include the expert's action in suggestions.
+        channels: Where reviews go.
+    """
+
+    window: int = Field(20, ge=1)
+    stall_steps: int = Field(8, ge=1)
+    action_level: bool = False
+    channels: tuple[ReviewChannel, ...] = ("info",)
+
+
+class AdaptiveConfig(_Section):
+    """The adaptive switch rule (see :class:`feedbackgym.schedules.TrendRule`)."""
+
+    metric: Literal["loss", "return"] = "loss"
+    window: int = Field(10, ge=2)
+    sooner_below: float = Field(0.01, ge=0.0)
+    later_above: float = Field(0.05, ge=0.0)
+    shift: float = Field(0.05, ge=0.0, le=1.0)
+    min_switch: float = Field(0.1, ge=0.0, le=1.0)
+    max_switch: float = Field(0.8, ge=0.0, le=1.0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> AdaptiveConfig:
+        if self.sooner_below > self.later_above:
+            raise ValueError("sooner_below must not exceed later_above")
+        if self.min_switch > self.max_switch:
+            raise ValueError("min_switch must not exceed max_switch")
+        return self
+
+
+class ScheduleConfig(_Section):
+    """The guide → review schedule.
+
+    Attributes:
+        arm: Which comparison arm the schedule is.
+        switch_at: Where the fade starts, as a fraction of training.
+        fade: Cross-fade length, in ``unit``.
+        total: Training length, in ``unit``.
+        unit: ``"rounds"`` or ``"steps"``.
+        adaptive: The adaptive rule, or ``None`` for a fixed switch.
+    """
+
+    arm: Literal[
+        "sparse", "guide", "review", "guide-then-review", "review-then-guide", "shaping"
+    ] = "guide-then-review"
+    switch_at: float = Field(0.4, ge=0.0, le=1.0)
+    fade: float = Field(5, ge=0)
+    total: float = Field(100, gt=0)
+    unit: Literal["rounds", "steps"] = "rounds"
+    adaptive: AdaptiveConfig | None = None
+
+
+class ShapingConfig(_Section):
+    """Potential-based shaping settings."""
+
+    gamma: float = Field(0.99, gt=0.0, le=1.0)
+    scale: float = Field(1.0, ge=0.0)
+
+
+class RetentionConfig(_Section):
+    """Trajectory store retention, in days."""
+
+    hot_days: float = Field(7, gt=0)
+    cold_days: float = Field(90, gt=0)
+    min_raw_days: float = Field(30, ge=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> RetentionConfig:
+        if self.cold_days < self.hot_days:
+            raise ValueError("cold_days must be at least hot_days")
+        if self.min_raw_days > self.cold_days:
+            raise ValueError("min_raw_days must not exceed cold_days")
+        return self
+
+
+class FeedbackConfig(_Section):
+    """The whole feedback config."""
+
+    guide: GuideConfig = GuideConfig()
+    review: ReviewConfig = ReviewConfig()
+    schedule: ScheduleConfig = ScheduleConfig()
+    shaping: ShapingConfig = ShapingConfig()
+    retention: RetentionConfig = RetentionConfig()
+
+    @classmethod
+    def from_mapping(cls, data: Any, source: str = "config") -> FeedbackConfig:
+        """Validates ``data``; raises :class:`ConfigError` naming the bad field."""
+        if data is None:
+            data = {}
+        try:
+            return cls.model_validate(data)
+        except ValidationError as error:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']}"
+                for e in error.errors()
+            )
+            raise ConfigError(f"{source}: {problems}") from None
+
+    def space_fields(self) -> tuple[Any, ...]:
+        """The fields that shape observation spaces, which cannot change mid-run."""
+        return (self.guide.channels, self.review.channels)
+
+
+def load_config(path: str | Path) -> FeedbackConfig:
+    """Reads and validates a YAML (``.yaml``/``.yml``) or TOML (``.toml``) config file.
+
+    Raises:
+        ConfigError: Unreadable file, unknown extension, bad syntax or a bad field.
+    """
+    path = Path(path)
+    return FeedbackConfig.from_mapping(_parse(path, _read(path)), source=str(path))
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read config file: {error.strerror}") from None
+
+
+def _parse(path: Path, raw: bytes) -> Any:
+    suffix = path.suffix.lower()
+    try:
+        if suffix in (".yaml", ".yml"):
+            import yaml
+
+            return yaml.safe_load(raw)
+        if suffix == ".toml":
+            return tomllib.loads(raw.decode())
+    except Exception as error:  # both parsers raise their own error types
+        raise ConfigError(f"{path}: not valid {suffix[1:].upper()}: {error}") from None
+    raise ConfigError(f"{path}: config files must end in .yaml, .yml or .toml")
+
+
+class ConfigWatcher:
+    """Re-reads a config file when it changes and keeps the last valid version.
+
+    Args:
+        path: The YAML or TOML file.
+
+    Attributes:
+        config: The config in force.
+        version: 1 for the initial file, +1 per applied edit.
+        changes: ``{"version", "time", "applied", "reason"}`` for every edit seen.
+
+    Raises:
+        ConfigError: The initial file is invalid (nothing to fall back on).
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        raw = _read(self.path)
+        self.config = FeedbackConfig.from_mapping(_parse(self.path, raw), source=str(self.path))
+        self.version = 1
+        self._digest = hashlib.sha256(raw).hexdigest()
+        self._mtime = self._stat()
+        self.changes: list[dict[str, Any]] = []
+
+    def _stat(self) -> float:
+        try:
+            return self.path.stat().st_mtime_ns
+        except OSError:
+            return -1
+
+    def poll(self) -> bool:
+        """Checks the file once; applies a valid edit. Returns whether the config changed."""
+        mtime = self._stat()
+        if mtime == self._mtime:
+            return False
+        self._mtime = mtime
+        try:
+            raw = _read(self.path)
+        except ConfigError as error:
+            return self._reject(str(error))
+        digest = hashlib.sha256(raw).hexdigest()
+        if digest == self._digest:
+            return False
+        self._digest = digest
+        try:
+            candidate = FeedbackConfig.from_mapping(_parse(self.path, raw), source=str(self.path))
+        except ConfigError as error:
+            return self._reject(str(error))
+        if candidate.space_fields() != self.config.space_fields():
+            return self._reject(
+                f"{self.path}: channels cannot change during a run (they shape the observation space)"
+            )
+        self.config = candidate
+        self.version += 1
+        self.changes.append(
+            {"version": self.version, "time": time.time(), "applied": True, "reason": "valid edit"}
+        )
+        logger.info("config %s: applied version %d", self.path, self.version)
+        return True
+
+    def _reject(self, reason: str) -> bool:
+        self.changes.append(
+            {"version": self.version, "time": time.time(), "applied": False, "reason": reason}
+        )
+        logger.warning("config edit rejected, keeping version %d: %s", self.version, reason)
+        return False

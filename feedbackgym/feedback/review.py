@@ -1,0 +1,184 @@
+"""``TrajectoryReviewer``: critiques the last N steps of a finished episode."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from feedbackgym.core import (
+    ReexplorePoint,
+    Review,
+    ReusableSegment,
+    StepRecord,
+    Subgoal,
+    next_subgoal_ids,
+)
+
+__all__ = ["TrajectoryReviewer"]
+
+
+class TrajectoryReviewer:
+    """Reviews a window of steps against the subgoal timeline.
+
+    Segments that advanced subgoals are marked reusable. Steps the env flagged
+    as harmful, and the step where progress stalled for ``stall_steps`` steps,
+    are marked to re-explore, with the subgoal-level suggestion for that state
+    (the subgoal to reach from there); the expert's action is added only when
+    ``action_level`` is on and the records carry it.
+
+    Args:
+        stall_steps: Steps without progress that count as a stall.
+        max_points: Most re-explore points per review.
+        credit_scale: Size of the per-step credit on reusable and re-explore steps.
+        action_level: Include the expert's action in re-explore points.
+
+    Example:
+        >>> lib = [Subgoal("a", "reach A", bool), Subgoal("b", "reach B", bool, ("a",))]
+        >>> steps = [StepRecord(0, 1, 0.0, ()), StepRecord(1, 2, 0.0, ("a",)),
+        ...          StepRecord(2, 3, 0.0, ("a",), harmful=True)]
+        >>> review = TrajectoryReviewer().review(steps, lib, success=False)
+        >>> [(s.start, s.end, s.subgoal_id) for s in review.reusable]
+        [(0, 1, 'a')]
+        >>> review.reexplore[0].step, review.reexplore[0].suggestion
+        (2, 'try to reach B')
+    """
+
+    def __init__(
+        self,
+        *,
+        stall_steps: int = 8,
+        max_points: int = 3,
+        credit_scale: float = 0.1,
+        action_level: bool = False,
+    ) -> None:
+        if stall_steps < 1 or max_points < 1:
+            raise ValueError("stall_steps and max_points must be at least 1")
+        self.stall_steps = stall_steps
+        self.max_points = max_points
+        self.credit_scale = credit_scale
+        self.action_level = action_level
+
+    def review(
+        self,
+        records: Sequence[StepRecord],
+        library: Sequence[Subgoal],
+        *,
+        success: bool,
+        initial_done: Sequence[str] = (),
+    ) -> Review:
+        """Reviews ``records`` (the window, oldest first) of a finished episode.
+
+        Args:
+            records: The window's steps.
+            library: The episode's subgoal library.
+            success: Whether the episode succeeded.
+            initial_done: Subgoals already done before the window's first step.
+        """
+        if not records:
+            raise ValueError("a review needs at least one step")
+        reusable = self._reusable(records, initial_done)
+        points = self._reexplore(records, library, initial_done)
+        final = set(records[-1].done_ids)
+        score = 1.0 if success else len(final) / max(1, len(library))
+        credit = [0.0] * len(records)
+        first = records[0].step
+        for segment in reusable:
+            for t in range(segment.start, segment.end + 1):
+                credit[t - first] += self.credit_scale / (segment.end - segment.start + 1)
+        for point in points:
+            credit[point.step - first] -= self.credit_scale
+        return Review(
+            window=(first, records[-1].step),
+            reusable=tuple(reusable),
+            reexplore=tuple(points),
+            summary=self._summary(records, library, reusable, points, success),
+            score=score,
+            credit=tuple(credit),
+            success=success,
+        )
+
+    def _reusable(
+        self, records: Sequence[StepRecord], initial_done: Sequence[str]
+    ) -> list[ReusableSegment]:
+        segments = []
+        done, start = set(initial_done), records[0].step
+        for record in records:
+            for subgoal_id in sorted(set(record.done_ids) - done):
+                segments.append(ReusableSegment(start, record.step, subgoal_id))
+            if set(record.done_ids) - done:
+                start = record.step + 1
+            done = set(record.done_ids)
+        return segments
+
+    def _reexplore(
+        self,
+        records: Sequence[StepRecord],
+        library: Sequence[Subgoal],
+        initial_done: Sequence[str],
+    ) -> list[ReexplorePoint]:
+        points: list[ReexplorePoint] = []
+        done_before = tuple(initial_done)
+        first = records[0].step
+        stall_start = first
+        for record in records:
+            progressed = set(record.done_ids) - set(done_before)
+            if record.harmful:
+                points.append(self._point(record, library, done_before, "harmful"))
+            elif not progressed and record.step - stall_start + 1 == self.stall_steps:
+                start = records[stall_start - first]
+                points.append(self._point(start, library, done_before, "stalled"))
+            if progressed:
+                stall_start = record.step + 1
+            done_before = record.done_ids
+        harmful = [p for p in points if p.reason == "harmful"]
+        stalled_points = [p for p in points if p.reason == "stalled"]
+        return sorted((harmful + stalled_points)[: self.max_points], key=lambda p: p.step)
+
+    def _point(
+        self,
+        record: StepRecord,
+        library: Sequence[Subgoal],
+        done_before: Sequence[str],
+        reason: str,
+    ) -> ReexplorePoint:
+        progress = {sg.id: sg.id in done_before for sg in library}
+        upcoming = next_subgoal_ids(library, progress)
+        descriptions = {sg.id: sg.description for sg in library}
+        target = descriptions[upcoming[0]] if upcoming else "finish the task"
+        summary = f"{len(done_before)}/{len(library)} subgoals done" + (
+            f", last reached {done_before[-1]}" if done_before else ""
+        )
+        return ReexplorePoint(
+            step=record.step,
+            state_summary=summary,
+            suggestion=f"try to {_lower_first(target.rstrip('.'))}",
+            reason=reason,
+            action_suggestion=record.expert_action if self.action_level else None,
+        )
+
+    @staticmethod
+    def _summary(
+        records: Sequence[StepRecord],
+        library: Sequence[Subgoal],
+        reusable: Sequence[ReusableSegment],
+        points: Sequence[ReexplorePoint],
+        success: bool,
+    ) -> str:
+        reached = len(set(records[-1].done_ids))
+        head = "Succeeded" if success else "Did not succeed"
+        span = f"steps {records[0].step}-{records[-1].step}"
+        text = f"{head}; reached {reached} of {len(library)} subgoals in {span}."
+        if points:
+            text += f" Re-explore from step {points[0].step} ({points[0].reason})."
+        elif not success and not reusable:
+            text += " No subgoal progress in this window."
+        return text
+
+    def __repr__(self) -> str:
+        return (
+            f"TrajectoryReviewer(stall_steps={self.stall_steps}, max_points={self.max_points}, "
+            f"credit_scale={self.credit_scale}, action_level={self.action_level})"
+        )
+
+
+def _lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:]

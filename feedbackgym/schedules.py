@@ -1,0 +1,358 @@
+"""Schedules: map training progress to guide and review weights.
+
+Every arm of a comparison is a schedule: :class:`GuideReviewSchedule` (guide
+first, a linear cross-fade, then review), its reverse, and the constant arms
+(sparse, guide only, review only). Progress is counted in the schedule's
+``unit`` (``"rounds"`` or ``"steps"``) out of ``total``; SB3's
+``progress_remaining`` (1 → 0) is accepted by :meth:`Schedule.at_remaining`
+and by calling the schedule, which returns the guide weight as SB3's
+schedules do.
+
+The adaptive rule (:class:`TrendRule`) reads the trend the trainer reports
+and moves the switch: if the mean loss fell less than ``sooner_below`` (1%)
+over the last ``window`` (10) rounds, switch sooner; more than ``later_above``
+(5%), stay longer; always inside ``[min_switch, max_switch]``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "ARMS",
+    "ConstantSchedule",
+    "GuideReviewSchedule",
+    "Schedule",
+    "ScheduleState",
+    "TrendRule",
+    "make_schedule",
+]
+
+logger = logging.getLogger(__name__)
+
+UNITS = ("rounds", "steps")
+
+
+@dataclass(frozen=True)
+class ScheduleState:
+    """Where a schedule stands.
+
+    Attributes:
+        phase: ``"guide"``, ``"fade"``, ``"review"`` (or ``"none"`` for sparse).
+        guide_weight: Probability that a due hint is given.
+        review_weight: Probability that a finished episode is reviewed.
+        progress: The progress it was evaluated at, in the schedule's unit.
+    """
+
+    phase: str
+    guide_weight: float
+    review_weight: float
+    progress: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """Returns the state as JSON-safe data."""
+        return {
+            "phase": self.phase,
+            "guide_weight": self.guide_weight,
+            "review_weight": self.review_weight,
+            "progress": self.progress,
+        }
+
+
+class TrendRule:
+    """Moves a schedule's switch from the training trend.
+
+    Args:
+        metric: ``"loss"`` (a falling loss means guidance still helps) or
+            ``"return"`` (a rising return means guidance still helps).
+        window: Rounds the trend is measured over.
+        sooner_below: Relative improvement under which the switch comes sooner.
+        later_above: Relative improvement over which the switch comes later.
+        shift: How far one decision moves the switch, as a fraction of training.
+        min_switch: Earliest switch, as a fraction of training.
+        max_switch: Latest switch, as a fraction of training.
+
+    Example:
+        >>> rule = TrendRule(window=4)
+        >>> [rule.observe(loss) for loss in (1.0, 1.0, 1.0, 1.0)][-1]
+        -1
+    """
+
+    def __init__(
+        self,
+        metric: str = "loss",
+        *,
+        window: int = 10,
+        sooner_below: float = 0.01,
+        later_above: float = 0.05,
+        shift: float = 0.05,
+        min_switch: float = 0.1,
+        max_switch: float = 0.8,
+    ) -> None:
+        if metric not in ("loss", "return"):
+            raise ValueError(f"metric must be 'loss' or 'return', got {metric!r}")
+        if window < 2:
+            raise ValueError(f"window must be at least 2, got {window}")
+        if not 0 <= sooner_below <= later_above:
+            raise ValueError("need 0 <= sooner_below <= later_above")
+        if not 0 <= min_switch <= max_switch <= 1:
+            raise ValueError("need 0 <= min_switch <= max_switch <= 1")
+        self.metric = metric
+        self.window = window
+        self.sooner_below = sooner_below
+        self.later_above = later_above
+        self.shift = shift
+        self.min_switch = min_switch
+        self.max_switch = max_switch
+        self._values: deque[float] = deque(maxlen=window)
+        self.last_improvement = 0.0
+
+    def improvement(self) -> float | None:
+        """Relative improvement over the window (first half vs second half), or None."""
+        if len(self._values) < self.window:
+            return None
+        values = list(self._values)
+        half = self.window // 2
+        before = sum(values[:half]) / half
+        after = sum(values[-half:]) / half
+        change = (before - after) if self.metric == "loss" else (after - before)
+        return change / max(abs(before), 1e-12)
+
+    def observe(self, value: float) -> int:
+        """Adds one round's value; returns -1 (switch sooner), +1 (later) or 0."""
+        if not math.isfinite(value):
+            return 0
+        self._values.append(float(value))
+        improvement = self.improvement()
+        if improvement is None:
+            return 0
+        self.last_improvement = improvement
+        if improvement < self.sooner_below:
+            decision = -1
+        elif improvement > self.later_above:
+            decision = 1
+        else:
+            return 0
+        self._values.clear()
+        return decision
+
+    def __repr__(self) -> str:
+        return (
+            f"TrendRule({self.metric!r}, window={self.window}, sooner_below={self.sooner_below}, "
+            f"later_above={self.later_above}, shift={self.shift}, "
+            f"min_switch={self.min_switch}, max_switch={self.max_switch})"
+        )
+
+
+class Schedule:
+    """Base class: maps progress to a :class:`ScheduleState`.
+
+    Args:
+        total: Length of training in ``unit``.
+        unit: ``"rounds"`` or ``"steps"``.
+    """
+
+    name = "schedule"
+
+    def __init__(self, *, total: float = 100, unit: str = "rounds") -> None:
+        if unit not in UNITS:
+            raise ValueError(f"unit must be one of {UNITS}, got {unit!r}")
+        if total <= 0:
+            raise ValueError(f"total must be positive, got {total}")
+        self.total = float(total)
+        self.unit = unit
+
+    def state(self, progress: float) -> ScheduleState:
+        """Returns the state at ``progress`` (in ``unit``, from 0 to ``total``)."""
+        raise NotImplementedError
+
+    def at_fraction(self, fraction: float) -> ScheduleState:
+        """Returns the state when ``fraction`` (0 → 1) of training is done."""
+        return self.state(min(max(fraction, 0.0), 1.0) * self.total)
+
+    def at_remaining(self, progress_remaining: float) -> ScheduleState:
+        """Returns the state for SB3's ``progress_remaining`` (1 at start, 0 at the end)."""
+        return self.at_fraction(1.0 - progress_remaining)
+
+    def __call__(self, progress_remaining: float) -> float:
+        """SB3 schedule convention: the guide weight for ``progress_remaining``."""
+        return self.at_remaining(progress_remaining).guide_weight
+
+    def report(self, progress: float, **metrics: float) -> None:
+        """Takes the trainer's trend (``loss=...``, ``mean_return=...``); no-op by default."""
+
+
+class ConstantSchedule(Schedule):
+    """Fixed weights: the sparse, guide-only and review-only arms.
+
+    Example:
+        >>> ConstantSchedule(1.0, 0.0).at_fraction(0.9).phase
+        'guide'
+    """
+
+    def __init__(
+        self, guide_weight: float, review_weight: float, *, total: float = 100, unit: str = "rounds"
+    ) -> None:
+        super().__init__(total=total, unit=unit)
+        for name, value in (("guide_weight", guide_weight), ("review_weight", review_weight)):
+            if not 0 <= value <= 1:
+                raise ValueError(f"{name} must be in [0, 1], got {value}")
+        self.guide_weight = float(guide_weight)
+        self.review_weight = float(review_weight)
+
+    def state(self, progress: float) -> ScheduleState:
+        """Returns the same weights at any progress."""
+        if self.guide_weight and self.review_weight:
+            phase = "both"
+        elif self.guide_weight:
+            phase = "guide"
+        elif self.review_weight:
+            phase = "review"
+        else:
+            phase = "none"
+        return ScheduleState(phase, self.guide_weight, self.review_weight, float(progress))
+
+    def __repr__(self) -> str:
+        return (
+            f"ConstantSchedule(guide_weight={self.guide_weight}, "
+            f"review_weight={self.review_weight}, total={self.total:g}, unit={self.unit!r})"
+        )
+
+
+class GuideReviewSchedule(Schedule):
+    """Guide first, a linear cross-fade, then review (or the reverse).
+
+    Args:
+        switch_at: Where the fade starts, as a fraction of training (0.4: guide
+            for the first 40%).
+        fade: Length of the linear cross-fade, in ``unit`` (5 rounds).
+        total: Length of training, in ``unit``.
+        unit: ``"rounds"`` or ``"steps"``.
+        adaptive: A :class:`TrendRule` that moves the switch, or ``None``.
+        reverse: Review first, then guide (the reversed arm).
+
+    Example:
+        >>> s = GuideReviewSchedule(switch_at=0.4, fade=5, total=100)
+        >>> [(st.phase, st.guide_weight) for st in (s.state(10), s.state(42.5), s.state(60))]
+        [('guide', 1.0), ('fade', 0.5), ('review', 0.0)]
+    """
+
+    def __init__(
+        self,
+        switch_at: float = 0.4,
+        fade: float = 5,
+        *,
+        total: float = 100,
+        unit: str = "rounds",
+        adaptive: TrendRule | None = None,
+        reverse: bool = False,
+    ) -> None:
+        super().__init__(total=total, unit=unit)
+        if not 0 <= switch_at <= 1:
+            raise ValueError(f"switch_at must be a fraction in [0, 1], got {switch_at}")
+        if fade < 0:
+            raise ValueError(f"fade must be non-negative, got {fade}")
+        self.switch_at = float(switch_at)
+        self.initial_switch_at = self.switch_at
+        self.fade = float(fade)
+        self.adaptive = adaptive
+        self.reverse = reverse
+        self.history: list[dict[str, Any]] = []
+
+    @property
+    def switch_step(self) -> float:
+        """Where the fade starts, in ``unit``."""
+        return self.switch_at * self.total
+
+    def state(self, progress: float) -> ScheduleState:
+        """Returns phase and weights at ``progress`` (in ``unit``)."""
+        start = self.switch_step
+        if progress < start:
+            phase, first = "first", 1.0
+        elif self.fade > 0 and progress < start + self.fade:
+            phase, first = "fade", 1.0 - (progress - start) / self.fade
+        else:
+            phase, first = "second", 0.0
+        names = ("review", "guide") if self.reverse else ("guide", "review")
+        if phase != "fade":
+            phase = names[0] if phase == "first" else names[1]
+        guide, review = (1.0 - first, first) if self.reverse else (first, 1.0 - first)
+        return ScheduleState(phase, guide, review, float(progress))
+
+    def report(self, progress: float, **metrics: float) -> None:
+        """Feeds the adaptive rule; moves the switch while the first phase lasts.
+
+        Args:
+            progress: Current progress, in ``unit``.
+            **metrics: ``loss`` and/or ``mean_return`` for this round.
+        """
+        if self.adaptive is None:
+            return
+        key = "loss" if self.adaptive.metric == "loss" else "mean_return"
+        if key not in metrics or progress >= self.switch_step:
+            return
+        decision = self.adaptive.observe(float(metrics[key]))
+        if not decision:
+            return
+        rule = self.adaptive
+        old = self.switch_at
+        moved = old + decision * rule.shift
+        floor = max(rule.min_switch, progress / self.total)
+        self.switch_at = min(max(moved, floor), rule.max_switch)
+        if self.switch_at != old:
+            verdict = "switch sooner" if decision < 0 else "stay longer"
+            reason = (
+                f"{key} improved {rule.last_improvement:.1%} over {rule.window} rounds: {verdict}"
+            )
+            self.history.append(
+                {"progress": progress, "from": old, "to": self.switch_at, "reason": reason}
+            )
+            logger.info("schedule switch moved from %.2f to %.2f (%s)", old, self.switch_at, reason)
+
+    def __repr__(self) -> str:
+        return (
+            f"GuideReviewSchedule(switch_at={self.switch_at:g}, fade={self.fade:g}, "
+            f"total={self.total:g}, unit={self.unit!r}, adaptive={self.adaptive!r}, "
+            f"reverse={self.reverse})"
+        )
+
+
+ARMS: tuple[str, ...] = (
+    "sparse",
+    "guide",
+    "review",
+    "guide-then-review",
+    "review-then-guide",
+    "shaping",
+)
+"""Comparison arms; each is a schedule (``shaping`` has sparse feedback weights
+and adds potential-based shaping in the env stack)."""
+
+
+def make_schedule(arm: str, **kwargs: Any) -> Schedule:
+    """Builds the schedule of a comparison arm.
+
+    Args:
+        arm: One of :data:`ARMS`.
+        **kwargs: Passed on (``total``, ``unit``; ``switch_at``, ``fade`` and
+            ``adaptive`` for the two-phase arms).
+
+    Raises:
+        ValueError: Unknown arm.
+    """
+    if arm in ("guide-then-review", "review-then-guide"):
+        return GuideReviewSchedule(reverse=arm == "review-then-guide", **kwargs)
+    constant = {
+        "sparse": (0.0, 0.0),
+        "shaping": (0.0, 0.0),
+        "guide": (1.0, 0.0),
+        "review": (0.0, 1.0),
+    }
+    if arm not in constant:
+        raise ValueError(f"unknown arm {arm!r}; choose one of {', '.join(ARMS)}")
+    kwargs = {k: v for k, v in kwargs.items() if k in ("total", "unit")}
+    return ConstantSchedule(*constant[arm], **kwargs)

@@ -1,0 +1,138 @@
+"""Helpers shared by the feedback wrappers: the info key, the wrapper chain, text obs."""
+
+from __future__ import annotations
+
+import string
+from typing import Any, TypeVar
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from feedbackgym.core import Subgoal
+
+__all__ = [
+    "FEEDBACK_FIELDS",
+    "feedback_info",
+    "find_wrapper",
+    "json_safe",
+    "subgoal_library",
+    "text_space_with_room",
+    "with_appended_text",
+]
+
+FEEDBACK_FIELDS: dict[str, Any] = {"guide": None, "review": None}
+"""Fields every ``info["feedback"]`` dict starts with, so its shape never varies."""
+
+EXTRA_TEXT_CHARS = string.ascii_letters + string.digits + string.punctuation + " \n"
+
+W = TypeVar("W", bound=gym.Wrapper)  # type: ignore[type-arg]
+
+
+def feedback_info(info: dict[str, Any], key: str) -> dict[str, Any]:
+    """Returns ``info[key]``, creating it with :data:`FEEDBACK_FIELDS` if absent.
+
+    Raises:
+        ValueError: ``info[key]`` exists but is not a feedback dict (someone
+            else uses the key).
+    """
+    existing = info.get(key)
+    if existing is None:
+        existing = info[key] = dict(FEEDBACK_FIELDS)
+    elif not isinstance(existing, dict) or "guide" not in existing:
+        raise ValueError(f"info[{key!r}] is already used by something else: pick another info_key")
+    return existing
+
+
+def find_wrapper(env: gym.Env[Any, Any], kind: type[W]) -> W | None:
+    """Returns the outermost wrapper of type ``kind`` in ``env``'s chain, or ``None``."""
+    current: Any = env
+    while isinstance(current, gym.Wrapper):
+        if isinstance(current, kind):
+            return current
+        current = current.env
+    return None
+
+
+def subgoal_library(env: gym.Env[Any, Any]) -> list[Subgoal]:
+    """The episode's subgoal library, from the env or a ``WithSubgoals`` wrapper.
+
+    Raises:
+        AttributeError: The env meets no subgoal contract.
+    """
+    try:
+        return list(env.get_wrapper_attr("subgoals"))
+    except AttributeError:
+        raise AttributeError(
+            f"{env} has no subgoal library: use a feedbackgym env or wrap it with "
+            "WithSubgoals(env, subgoals=[...])"
+        ) from None
+
+
+def text_space_with_room(space: spaces.Text, extra: int) -> spaces.Text:
+    """A ``Text`` space like ``space`` with ``extra`` more characters and a printable charset."""
+    charset = "".join(sorted(set(space.character_set) | set(EXTRA_TEXT_CHARS)))
+    return spaces.Text(
+        max_length=space.max_length + extra, min_length=space.min_length, charset=charset
+    )
+
+
+def with_appended_text(obs: Any, text: str, limit: int) -> Any:
+    """Appends ``text`` (cut to ``limit`` characters) to a text observation or ``obs["text"]``."""
+    addition = "\n" + "".join(c for c in text if c in EXTRA_TEXT_CHARS)[: limit - 1]
+    if isinstance(obs, str):
+        return obs + addition
+    return {**obs, "text": obs["text"] + addition}
+
+
+def text_subspace(space: spaces.Space[Any]) -> spaces.Text | None:
+    """The env's text observation space (``Text`` or a Dict's ``"text"``), or ``None``."""
+    if isinstance(space, spaces.Text):
+        return space
+    if isinstance(space, spaces.Dict) and isinstance(space.spaces.get("text"), spaces.Text):
+        return space.spaces["text"]  # type: ignore[return-value]
+    return None
+
+
+def with_text_room(space: spaces.Space[Any], extra: int) -> spaces.Space[Any]:
+    """``space`` with room for ``extra`` more characters of text."""
+    if isinstance(space, spaces.Text):
+        return text_space_with_room(space, extra)
+    assert isinstance(space, spaces.Dict)
+    return spaces.Dict({**space.spaces, "text": text_space_with_room(space["text"], extra)})  # type: ignore[arg-type]
+
+
+def with_vector_fields(
+    space: spaces.Space[Any], fields: dict[str, spaces.Space[Any]]
+) -> spaces.Dict:
+    """``space`` as a Dict with ``fields`` added (a non-Dict space goes under ``"observation"``)."""
+    base = dict(space.spaces) if isinstance(space, spaces.Dict) else {"observation": space}
+    clash = set(base) & set(fields)
+    if clash:
+        raise ValueError(f"observation keys {sorted(clash)} are already taken")
+    return spaces.Dict({**base, **fields})
+
+
+def add_vector_fields(obs: Any, values: dict[str, np.ndarray]) -> dict[str, Any]:
+    """Adds ``values`` to a Dict observation (or wraps a non-Dict one under ``"observation"``)."""
+    base = dict(obs) if isinstance(obs, dict) else {"observation": obs}
+    base.update(values)
+    return base
+
+
+def json_safe(value: Any) -> Any:
+    """Turns numpy scalars and arrays into plain Python values."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return value
+
+
+def seeded_rng(
+    seed: int | None, salt: int, current: np.random.Generator | None
+) -> np.random.Generator:
+    """A generator for a wrapper's draws: reseeded from ``seed`` when given."""
+    if seed is not None:
+        return np.random.default_rng([seed, salt])
+    return current if current is not None else np.random.default_rng()

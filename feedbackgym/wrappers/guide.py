@@ -1,0 +1,223 @@
+"""``AddGuide``: a hint about the next subgoals every k steps, through the channels you pick."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from feedbackgym.core import Hint
+from feedbackgym.feedback.guide import SubgoalGuide
+from feedbackgym.feedback.sources import make_source
+from feedbackgym.wrappers.common import (
+    add_vector_fields,
+    feedback_info,
+    seeded_rng,
+    subgoal_library,
+    text_subspace,
+    with_appended_text,
+    with_text_room,
+    with_vector_fields,
+)
+
+__all__ = ["GUIDE_CHANNELS", "AddGuide"]
+
+GUIDE_CHANNELS = ("text", "vector", "info")
+HINT_TEXT_LIMIT = 512
+"""Most characters a hint adds to a text observation."""
+LATENCY_SAMPLES = 4096
+
+
+class AddGuide(
+    gym.Wrapper[Any, Any, Any, Any],
+    gym.utils.RecordConstructorArgs,
+):
+    """Gives a hint naming the next subgoals every ``every`` steps (the guide density).
+
+    A hint is state-based, discrete direction ("first A, then B") computed from
+    the subgoal library and ``info["subgoals"]``; it never carries an action.
+    A due hint is given with probability ``weight * (1 - dropout)``: the weight
+    is what a schedule fades, the dropout keeps the policy able to act without
+    hints even in the guide phase. Draws are seeded by ``reset(seed=...)``.
+
+    Channels:
+
+    * ``"info"``: ``info[info_key]["guide"]`` holds the hint (``Hint.to_dict()``)
+      on the steps it is given, else ``None``.
+    * ``"text"``: the hint's text is appended to the text observation on those steps.
+    * ``"vector"``: ``hint_next`` (one-hot position of the next subgoal in the
+      library, size ``max_subgoals``) and ``hint_present`` are added to the Dict
+      observation; the last hint is held until the next due step, and both are
+      zero when no hint is in force, so the space never changes.
+
+    Example:
+        >>> import gymnasium as gym, feedbackgym
+        >>> env = AddGuide(gym.make("feedbackgym/OpsIncidentEasy-v0"), every=2)
+        >>> _, info = env.reset(seed=0)
+        >>> info["feedback"]["guide"]["subgoal_ids"]
+        ['triage_alerts', 'find_root_cause']
+
+    Change logs:
+     * v0.1.0 - Initially added
+    """
+
+    def __init__(
+        self,
+        env: gym.Env[Any, Any],
+        every: int = 4,
+        channels: tuple[str, ...] | list[str] = ("info",),
+        *,
+        source: str = "local",
+        lookahead: int = 2,
+        weight: float = 1.0,
+        dropout: float = 0.0,
+        max_subgoals: int = 16,
+        deadline_ms: float = 50.0,
+        info_key: str = "feedback",
+    ) -> None:
+        gym.utils.RecordConstructorArgs.__init__(
+            self,
+            every=every,
+            channels=list(channels),
+            source=source,
+            lookahead=lookahead,
+            weight=weight,
+            dropout=dropout,
+            max_subgoals=max_subgoals,
+            deadline_ms=deadline_ms,
+            info_key=info_key,
+        )
+        gym.Wrapper.__init__(self, env)
+        unknown = set(channels) - set(GUIDE_CHANNELS)
+        if unknown or not channels:
+            raise ValueError(
+                f"channels must be a non-empty subset of {GUIDE_CHANNELS}, got {channels}"
+            )
+        self.channels = tuple(channels)
+        self.max_subgoals = max_subgoals
+        self.info_key = info_key
+        self.configure(every=every, lookahead=lookahead, dropout=dropout)
+        self.set_weight(weight)
+        self._source = make_source(source, deadline_ms=deadline_ms)
+        if "text" in self.channels:
+            if text_subspace(env.observation_space) is None:
+                raise ValueError(
+                    "the 'text' channel needs a text observation (obs_mode='text' or 'both')"
+                )
+            self.observation_space = with_text_room(env.observation_space, HINT_TEXT_LIMIT)
+        if "vector" in self.channels:
+            self.observation_space = with_vector_fields(
+                self.observation_space,
+                {
+                    "hint_next": spaces.MultiBinary(max_subgoals),
+                    "hint_present": spaces.MultiBinary(1),
+                },
+            )
+        self._rng: np.random.Generator | None = None
+        self._t = 0
+        self._held: Hint | None = None
+        self.hints_given = 0
+        self.hints_due = 0
+        self.latencies_ms: deque[float] = deque(maxlen=LATENCY_SAMPLES)
+
+    # --- runtime setters (reach subprocess workers through env_method / call) -------------
+
+    def set_weight(self, weight: float) -> None:
+        """Sets the probability that a due hint is given."""
+        if not 0.0 <= weight <= 1.0:
+            raise ValueError(f"guide weight must be in [0, 1], got {weight}")
+        self.weight = float(weight)
+
+    def configure(self, *, every: int, lookahead: int, dropout: float) -> None:
+        """Changes the guide density, lookahead and dropout (hot reload)."""
+        if every < 1:
+            raise ValueError(f"every must be at least 1, got {every}")
+        if not 0.0 <= dropout <= 1.0:
+            raise ValueError(f"dropout must be in [0, 1], got {dropout}")
+        self.every = every
+        self.dropout = dropout
+        self._guide = SubgoalGuide(lookahead)
+
+    def feedback_stats(self) -> dict[str, Any]:
+        """Counts and latencies since the last call, for trainers to log; resets them."""
+        stats = {
+            "hints_given": self.hints_given,
+            "hints_due": self.hints_due,
+            "latencies_ms": list(self.latencies_ms),
+            "misses": getattr(self._source, "misses", 0),
+        }
+        self.hints_given = self.hints_due = 0
+        self.latencies_ms.clear()
+        return stats
+
+    # --- Gymnasium API --------------------------------------------------------------------
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Resets the env; a hint is due at the first step."""
+        obs, info = self.env.reset(seed=seed, options=options)
+        self._rng = seeded_rng(seed, 0x6775, self._rng)
+        self._t = 0
+        self._held = None
+        return self._with_hint(obs, info, due=True)
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        """Steps the env; on due steps a hint may be given."""
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._t += 1
+        due = self._t % self.every == 0 and not (terminated or truncated)
+        obs, info = self._with_hint(obs, info, due=due)
+        return obs, reward, terminated, truncated, info
+
+    def _with_hint(
+        self, obs: Any, info: dict[str, Any], *, due: bool
+    ) -> tuple[Any, dict[str, Any]]:
+        hint = None
+        if due:
+            self.hints_due += 1
+            assert self._rng is not None
+            if self._rng.random() < self.weight * (1.0 - self.dropout):
+                hint = self._make_hint(info)
+            self._held = hint
+        fields = feedback_info(info, self.info_key)
+        fields["guide"] = hint.to_dict() if hint is not None and "info" in self.channels else None
+        fields["guide_weight"] = self.weight
+        if hint is not None and "text" in self.channels:
+            obs = with_appended_text(obs, hint.text, HINT_TEXT_LIMIT)
+        if "vector" in self.channels:
+            obs = add_vector_fields(obs, self._vector(self._held))
+        return obs, info
+
+    def _make_hint(self, info: dict[str, Any]) -> Hint | None:
+        start = time.perf_counter()
+        library = subgoal_library(self.env)
+        if len(library) > self.max_subgoals:
+            raise ValueError(
+                f"the subgoal library has {len(library)} subgoals, more than max_subgoals={self.max_subgoals}"
+            )
+        progress = info.get("subgoals", {})
+        if self._source is None:
+            hint: Hint | None = self._guide.hint(library, progress, self._t)
+        else:
+            hint = self._source.hint(library, progress, self._t, self._guide.lookahead)
+        self.latencies_ms.append((time.perf_counter() - start) * 1000.0)
+        if hint is not None:
+            self.hints_given += 1
+        return hint
+
+    def _vector(self, hint: Hint | None) -> dict[str, np.ndarray]:
+        one_hot = np.zeros(self.max_subgoals, np.int8)
+        if hint is not None and hint.positions:
+            one_hot[hint.positions[0]] = 1
+        return {"hint_next": one_hot, "hint_present": np.array([hint is not None], np.int8)}
+
+    def close(self) -> None:
+        """Closes the env and the remote source, if any."""
+        if self._source is not None:
+            self._source.close()
+        super().close()

@@ -1,0 +1,274 @@
+"""``AddReview``: a critique of each finished episode, delivered after it ends."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from feedbackgym.core import Review, StepRecord
+from feedbackgym.feedback.review import TrajectoryReviewer
+from feedbackgym.feedback.sources import make_source
+from feedbackgym.wrappers.common import (
+    add_vector_fields,
+    feedback_info,
+    json_safe,
+    seeded_rng,
+    subgoal_library,
+    text_subspace,
+    with_appended_text,
+    with_text_room,
+    with_vector_fields,
+)
+
+__all__ = ["REVIEW_CHANNELS", "AddReview"]
+
+REVIEW_CHANNELS = ("text", "vector", "info", "credit")
+REVIEW_TEXT_LIMIT = 1024
+"""Most characters a review adds to a text observation."""
+LATENCY_SAMPLES = 4096
+
+
+class AddReview(
+    gym.Wrapper[Any, Any, Any, Any],
+    gym.utils.RecordConstructorArgs,
+):
+    """Reviews the last ``window`` steps of each finished episode.
+
+    The review is emitted on the terminal or truncated step (what SB3's and
+    Gymnasium's vector envs hand to the learner) — never in the middle of an
+    episode. An episode is reviewed with probability ``weight`` (what a
+    schedule fades in); draws are seeded by ``reset(seed=...)``.
+
+    Channels:
+
+    * ``"info"``: ``info[info_key]["review"]`` holds ``Review.to_dict()`` on the
+      final step, else ``None``.
+    * ``"text"``: the last review's text is appended to the *next* episode's
+      first text observation.
+    * ``"vector"``: ``review_reached`` (which library positions were reached last
+      time), ``review_flag`` (where the first re-explore point fell, as a
+      fraction of the episode) and ``review_present``, held through the next
+      episode; zero when there is no review.
+    * ``"credit"``: ``info[info_key]["credit"] = {"start": step, "values": [...]}``
+      on the final step: per-step credit over the window, for trainers that
+      redistribute reward.
+
+    Example:
+        >>> import gymnasium as gym, feedbackgym
+        >>> env = AddReview(gym.make("feedbackgym/OpsIncidentEasy-v0"), window=10)
+        >>> _ = env.reset(seed=0)
+        >>> info = env.step("escalate")[-1]
+        >>> info["feedback"]["review"]["summary"]
+        'Did not succeed; reached 0 of 5 subgoals in steps 0-0. Re-explore from step 0 (harmful).'
+        >>> info["feedback"]["review"]["reexplore"][0]["suggestion"]
+        'try to triage every alert: inspect the metrics and logs of app, db_primary'
+
+    Change logs:
+     * v0.1.0 - Initially added
+    """
+
+    def __init__(
+        self,
+        env: gym.Env[Any, Any],
+        window: int = 20,
+        channels: tuple[str, ...] | list[str] = ("info",),
+        *,
+        source: str = "local",
+        weight: float = 1.0,
+        stall_steps: int = 8,
+        action_level: bool = False,
+        max_subgoals: int = 16,
+        deadline_ms: float = 50.0,
+        info_key: str = "feedback",
+    ) -> None:
+        gym.utils.RecordConstructorArgs.__init__(
+            self,
+            window=window,
+            channels=list(channels),
+            source=source,
+            weight=weight,
+            stall_steps=stall_steps,
+            action_level=action_level,
+            max_subgoals=max_subgoals,
+            deadline_ms=deadline_ms,
+            info_key=info_key,
+        )
+        gym.Wrapper.__init__(self, env)
+        unknown = set(channels) - set(REVIEW_CHANNELS)
+        if unknown or not channels:
+            raise ValueError(
+                f"channels must be a non-empty subset of {REVIEW_CHANNELS}, got {channels}"
+            )
+        self.channels = tuple(channels)
+        self.max_subgoals = max_subgoals
+        self.info_key = info_key
+        self.configure(window=window, stall_steps=stall_steps, action_level=action_level)
+        self.set_weight(weight)
+        self._source = make_source(source, deadline_ms=deadline_ms)
+        if "text" in self.channels:
+            if text_subspace(env.observation_space) is None:
+                raise ValueError(
+                    "the 'text' channel needs a text observation (obs_mode='text' or 'both')"
+                )
+            self.observation_space = with_text_room(env.observation_space, REVIEW_TEXT_LIMIT)
+        if "vector" in self.channels:
+            self.observation_space = with_vector_fields(
+                self.observation_space,
+                {
+                    "review_reached": spaces.MultiBinary(max_subgoals),
+                    "review_flag": spaces.Box(0.0, 1.0, (1,), np.float32),
+                    "review_present": spaces.MultiBinary(1),
+                },
+            )
+        self._rng: np.random.Generator | None = None
+        self._records: list[StepRecord] = []
+        self._initial_done: tuple[str, ...] = ()
+        self._vector_summary = self._summarise(None, 1)
+        self.last_review: Review | None = None
+        self.reviews_given = 0
+        self.episodes_ended = 0
+        self.latencies_ms: deque[float] = deque(maxlen=LATENCY_SAMPLES)
+
+    # --- runtime setters ------------------------------------------------------------------
+
+    def set_weight(self, weight: float) -> None:
+        """Sets the probability that a finished episode is reviewed."""
+        if not 0.0 <= weight <= 1.0:
+            raise ValueError(f"review weight must be in [0, 1], got {weight}")
+        self.weight = float(weight)
+
+    def configure(self, *, window: int, stall_steps: int, action_level: bool) -> None:
+        """Changes the review window, stall length and suggestion level (hot reload)."""
+        if window < 1:
+            raise ValueError(f"window must be at least 1, got {window}")
+        self.window = window
+        self.reviewer = TrajectoryReviewer(stall_steps=stall_steps, action_level=action_level)
+
+    def feedback_stats(self) -> dict[str, Any]:
+        """Counts and latencies since the last call, for trainers to log; resets them."""
+        stats = {
+            "reviews_given": self.reviews_given,
+            "episodes_ended": self.episodes_ended,
+            "latencies_ms": list(self.latencies_ms),
+            "misses": getattr(self._source, "misses", 0),
+        }
+        self.reviews_given = self.episodes_ended = 0
+        self.latencies_ms.clear()
+        return stats
+
+    # --- Gymnasium API --------------------------------------------------------------------
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Resets the env; the text channel carries the last review into the first observation."""
+        obs, info = self.env.reset(seed=seed, options=options)
+        self._rng = seeded_rng(seed, 0x7276, self._rng)
+        self._records = []
+        self._initial_done = tuple(k for k, v in info.get("subgoals", {}).items() if v)
+        fields = feedback_info(info, self.info_key)
+        fields["review_weight"] = self.weight
+        if "credit" in self.channels:
+            fields["credit"] = None
+        if "text" in self.channels and self.last_review is not None:
+            obs = with_appended_text(obs, self.last_review.text, REVIEW_TEXT_LIMIT)
+        return self._with_vector(obs), info
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        """Steps the env and records the step; reviews the episode when it ends."""
+        expert = self._expert_action() if self.reviewer.action_level else None
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._records.append(
+            StepRecord(
+                step=len(self._records),
+                action=json_safe(action),
+                reward=float(reward),
+                done_ids=tuple(k for k, v in info.get("subgoals", {}).items() if v),
+                harmful=bool(info.get("harmful", False)),
+                expert_action=json_safe(expert),
+                action_text=str(info.get("action", "")),
+            )
+        )
+        fields = feedback_info(info, self.info_key)
+        fields["review_weight"] = self.weight
+        review = None
+        if terminated or truncated:
+            self.episodes_ended += 1
+            assert self._rng is not None
+            if self._rng.random() < self.weight:
+                review = self._review(success=bool(info.get("is_success", False)))
+        fields["review"] = (
+            review.to_dict() if review is not None and "info" in self.channels else None
+        )
+        if "credit" in self.channels:
+            fields["credit"] = (
+                {"start": review.window[0], "values": list(review.credit)}
+                if review is not None
+                else None
+            )
+        return self._with_vector(obs), reward, terminated, truncated, info
+
+    def _expert_action(self) -> Any:
+        try:
+            return self.env.get_wrapper_attr("expert_action")()
+        except AttributeError:
+            return None
+
+    def _review(self, *, success: bool) -> Review | None:
+        start = time.perf_counter()
+        window = self._records[-self.window :]
+        first = window[0].step
+        initial_done = self._records[first - 1].done_ids if first > 0 else self._initial_done
+        library = subgoal_library(self.env)
+        if self._source is None:
+            review: Review | None = self.reviewer.review(
+                window, library, success=success, initial_done=initial_done
+            )
+        else:
+            review = self._source.review(
+                window,
+                library,
+                success=success,
+                initial_done=initial_done,
+                options={
+                    "stall_steps": self.reviewer.stall_steps,
+                    "action_level": self.reviewer.action_level,
+                },
+            )
+        self.latencies_ms.append((time.perf_counter() - start) * 1000.0)
+        if review is not None:
+            self.reviews_given += 1
+            self.last_review = review
+            positions = {sg.id: i for i, sg in enumerate(library)}
+            self._vector_summary = self._summarise(review, len(self._records), positions)
+        return review
+
+    def _summarise(
+        self, review: Review | None, length: int, positions: dict[str, int] | None = None
+    ) -> dict[str, np.ndarray]:
+        reached = np.zeros(self.max_subgoals, np.int8)
+        flag = np.zeros(1, np.float32)
+        if review is not None and positions is not None:
+            for subgoal_id in self._records[-1].done_ids:
+                if positions.get(subgoal_id, self.max_subgoals) < self.max_subgoals:
+                    reached[positions[subgoal_id]] = 1
+            if review.reexplore:
+                flag[0] = min(1.0, review.reexplore[0].step / max(1, length))
+        present = np.array([review is not None], np.int8)
+        return {"review_reached": reached, "review_flag": flag, "review_present": present}
+
+    def _with_vector(self, obs: Any) -> Any:
+        if "vector" not in self.channels:
+            return obs
+        return add_vector_fields(obs, {k: v.copy() for k, v in self._vector_summary.items()})
+
+    def close(self) -> None:
+        """Closes the env and the remote source, if any."""
+        if self._source is not None:
+            self._source.close()
+        super().close()

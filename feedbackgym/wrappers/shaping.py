@@ -1,0 +1,74 @@
+"""``ShapeWithSubgoals``: potential-based shaping from subgoal progress."""
+
+from __future__ import annotations
+
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+
+__all__ = ["ShapeWithSubgoals"]
+
+
+class ShapeWithSubgoals(
+    gym.Wrapper[Any, Any, Any, Any],
+    gym.utils.RecordConstructorArgs,
+):
+    r"""Adds F = γΦ(s′) − Φ(s) to the reward, with Φ = ``scale`` × fraction of subgoals done.
+
+    Potential-based shaping leaves the optimal policy unchanged (Ng, Harada &
+    Russell 1999), also when Φ changes over training (Devlin & Kudenko 2012):
+    it is the safe dense channel. Φ of a terminal state is 0, so over an
+    episode that terminates at step T the discounted shaping sums to −Φ(s₀);
+    on truncation the last state keeps its potential. The env reward and the
+    shaping term are reported apart in ``info["env_reward"]`` and
+    ``info["shaping_reward"]``.
+
+    Example:
+        >>> import gymnasium as gym, feedbackgym
+        >>> env = ShapeWithSubgoals(gym.make("feedbackgym/OpsIncidentEasy-v0"), gamma=1.0)
+        >>> _ = env.reset(seed=0)
+        >>> env.step("wait")[-1]["shaping_reward"]
+        0.0
+
+    Change logs:
+     * v0.1.0 - Initially added
+    """
+
+    def __init__(self, env: gym.Env[Any, Any], gamma: float = 0.99, scale: float = 1.0) -> None:
+        gym.utils.RecordConstructorArgs.__init__(self, gamma=gamma, scale=scale)
+        gym.Wrapper.__init__(self, env)
+        self.set_shaping(gamma=gamma, scale=scale)
+        self._potential = 0.0
+
+    def set_shaping(self, *, gamma: float, scale: float) -> None:
+        """Changes γ and the potential's scale (hot reload, or a Φ annealed over training)."""
+        if not 0.0 < gamma <= 1.0:
+            raise ValueError(f"gamma must be in (0, 1], got {gamma}")
+        if scale < 0:
+            raise ValueError(f"scale must be non-negative, got {scale}")
+        self.gamma = float(gamma)
+        self.scale = float(scale)
+
+    def potential(self, progress: dict[str, bool]) -> float:
+        """Φ of a state with subgoal ``progress``."""
+        if not progress:
+            return 0.0
+        return self.scale * sum(progress.values()) / len(progress)
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Resets the env and the potential."""
+        obs, info = self.env.reset(seed=seed, options=options)
+        self._potential = self.potential(info.get("subgoals", {}))
+        return obs, info
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        """Steps the env and adds the shaping term to the reward."""
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        next_potential = 0.0 if terminated else self.potential(info.get("subgoals", {}))
+        shaping = self.gamma * next_potential - self._potential
+        self._potential = next_potential
+        info["env_reward"] = float(reward)
+        info["shaping_reward"] = shaping
+        return obs, float(reward) + shaping, terminated, truncated, info
