@@ -5,6 +5,7 @@ Usage::
     feedbackgym envs
     feedbackgym play ID [--policy random|expert] [--episodes N] [--seed S] [--kwarg KEY=VALUE ...]
     feedbackgym demo [--episodes N]
+    feedbackgym serve-feedback [--address tcp://127.0.0.1:5557]
 
 Errors (an unknown id, a bad option, a policy the env lacks) print one line to
 stderr and exit with status 2.
@@ -76,6 +77,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--episodes", type=_positive_int, default=100)
     demo.set_defaults(run=_cmd_demo)
+
+    serve = commands.add_parser(
+        "serve-feedback", help="run the guide and review generators as a service (ZeroMQ)"
+    )
+    serve.add_argument("--address", default="tcp://127.0.0.1:5557", help="address to bind")
+    serve.add_argument(
+        "--delay-ms", type=float, default=0.0, help="extra delay per answer, to test deadlines"
+    )
+    serve.set_defaults(run=_cmd_serve_feedback)
     return parser
 
 
@@ -193,6 +203,19 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         finally:
             env.close()
     print(_table(rows))
+    return 0
+
+
+def _cmd_serve_feedback(args: argparse.Namespace) -> int:
+    import logging
+
+    from feedbackgym.feedback.remote import serve
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    try:
+        serve(args.address, delay_ms=args.delay_ms)
+    except KeyboardInterrupt:
+        pass
     return 0
 
 

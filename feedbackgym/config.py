@@ -258,7 +258,8 @@ class ConfigWatcher:
             return self._reject(str(error))
         if candidate.space_fields() != self.config.space_fields():
             return self._reject(
-                f"{self.path}: channels cannot change during a run (they shape the observation space)"
+                f"{self.path}: channels cannot change during a run "
+                "(they shape the observation space)"
             )
         self.config = candidate
         self.version += 1

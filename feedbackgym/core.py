@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from typing import Any
 
 __all__ = [
@@ -109,6 +110,11 @@ class SubgoalTracker:
         return sum(self.done.values()) / max(1, len(self.done))
 
 
+@lru_cache(maxsize=1024)
+def _cached_order(library: tuple[Subgoal, ...]) -> tuple[Subgoal, ...]:
+    return tuple(_topological_order(library))
+
+
 def _topological_order(subgoals: Iterable[Subgoal]) -> list[Subgoal]:
     """Orders subgoals so that prerequisites come first; rejects cycles."""
     pending = list(subgoals)
@@ -133,7 +139,7 @@ def next_subgoal_ids(library: Sequence[Subgoal], progress: dict[str, bool]) -> l
     Subgoals whose prerequisites are all done come first (in library order),
     then the rest in prerequisite order, so ``[:2]`` reads "first A, then B".
     """
-    order = _topological_order(library)
+    order = _cached_order(tuple(library))
     pending = [sg for sg in order if not progress.get(sg.id, False)]
     ready = [sg.id for sg in pending if all(progress.get(r, False) for r in sg.requires)]
     return ready + [sg.id for sg in pending if sg.id not in ready]

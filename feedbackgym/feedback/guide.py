@@ -16,7 +16,8 @@ class SubgoalGuide:
         lookahead: How many subgoals a hint names.
 
     Example:
-        >>> lib = [Subgoal("key", "pick up the key", bool), Subgoal("door", "open the door", bool, ("key",))]
+        >>> lib = [Subgoal("key", "pick up the key", bool),
+        ...        Subgoal("door", "open the door", bool, ("key",))]
         >>> SubgoalGuide(lookahead=2).hint(lib, {"key": False, "door": False}, step=0).text
         'Hint: first pick up the key, then open the door'
     """

@@ -76,7 +76,7 @@ def serve(
         delay_ms: Extra delay before each answer (to test deadlines).
         max_messages: Stop after this many messages (``None``: run forever).
     """
-    context = zmq.Context.instance()
+    context: Any = zmq.Context.instance()
     socket = context.socket(zmq.ROUTER)
     socket.setsockopt(zmq.LINGER, 0)
     socket.bind(address)

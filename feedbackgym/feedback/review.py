@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 from feedbackgym.core import (
     ReexplorePoint,
-    Review,
     ReusableSegment,
+    Review,
     StepRecord,
     Subgoal,
     next_subgoal_ids,

@@ -25,8 +25,9 @@ FEEDBACK_FIELDS: dict[str, Any] = {"guide": None, "review": None}
 """Fields every ``info["feedback"]`` dict starts with, so its shape never varies."""
 
 EXTRA_TEXT_CHARS = string.ascii_letters + string.digits + string.punctuation + " \n"
+_EXTRA_TEXT_SET = frozenset(EXTRA_TEXT_CHARS)
 
-W = TypeVar("W", bound=gym.Wrapper)  # type: ignore[type-arg]
+W = TypeVar("W", bound=gym.Wrapper)
 
 
 def feedback_info(info: dict[str, Any], key: str) -> dict[str, Any]:
@@ -79,7 +80,9 @@ def text_space_with_room(space: spaces.Text, extra: int) -> spaces.Text:
 
 def with_appended_text(obs: Any, text: str, limit: int) -> Any:
     """Appends ``text`` (cut to ``limit`` characters) to a text observation or ``obs["text"]``."""
-    addition = "\n" + "".join(c for c in text if c in EXTRA_TEXT_CHARS)[: limit - 1]
+    if not _EXTRA_TEXT_SET.issuperset(text):
+        text = "".join(c for c in text if c in _EXTRA_TEXT_SET)
+    addition = "\n" + text[: limit - 1]
     if isinstance(obs, str):
         return obs + addition
     return {**obs, "text": obs["text"] + addition}

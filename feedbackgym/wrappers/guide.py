@@ -198,7 +198,8 @@ class AddGuide(
         library = subgoal_library(self.env)
         if len(library) > self.max_subgoals:
             raise ValueError(
-                f"the subgoal library has {len(library)} subgoals, more than max_subgoals={self.max_subgoals}"
+                f"the subgoal library has {len(library)} subgoals, "
+                f"more than max_subgoals={self.max_subgoals}"
             )
         progress = info.get("subgoals", {})
         if self._source is None:

@@ -46,7 +46,8 @@ class FadeGuideToReview(
         >>> import gymnasium as gym, feedbackgym
         >>> from feedbackgym.wrappers import AddGuide, AddReview
         >>> env = gym.make("feedbackgym/OpsIncidentEasy-v0")
-        >>> env = FadeGuideToReview(AddReview(AddGuide(env)), schedule={"switch_at": 0.4, "fade": 5, "total": 100})
+        >>> schedule = {"switch_at": 0.4, "fade": 5, "total": 100}
+        >>> env = FadeGuideToReview(AddReview(AddGuide(env)), schedule=schedule)
         >>> env.set_progress(42.5)["phase"], env.set_progress(80)["guide_weight"]
         ('fade', 0.0)
 
@@ -111,6 +112,13 @@ class FadeGuideToReview(
             state["config_version"] = self._watcher.version
             state["config_changes"] = list(self._watcher.changes)
         return state
+
+    def feedback_stats(self) -> dict[str, Any]:
+        """Hint and review counts and latencies since the last call (see the inner wrappers)."""
+        return {
+            "guide": self._guide.feedback_stats() if self._guide is not None else None,
+            "review": self._review.feedback_stats() if self._review is not None else None,
+        }
 
     # --- Gymnasium API --------------------------------------------------------------------
 

@@ -1,0 +1,110 @@
+import pickle
+
+import pytest
+
+from feedbackgym.schedules import (
+    ARMS,
+    ConstantSchedule,
+    GuideReviewSchedule,
+    TrendRule,
+    make_schedule,
+)
+
+
+def test_default_schedule_guides_for_40_percent_then_fades_over_5_rounds():
+    s = GuideReviewSchedule(total=100)
+    assert s.state(0).phase == "guide" and s.state(39.9).guide_weight == 1.0
+    weights = [s.state(r).guide_weight for r in (40, 41, 42, 43, 44, 45)]
+    assert weights == pytest.approx([1.0, 0.8, 0.6, 0.4, 0.2, 0.0])
+    assert all(
+        st.guide_weight + st.review_weight == pytest.approx(1) for st in map(s.state, range(100))
+    )
+    assert s.state(45).phase == "review" and s.state(99).review_weight == 1.0
+
+
+def test_reverse_arm_reviews_first():
+    s = make_schedule("review-then-guide", total=10, fade=2)
+    assert (s.state(0).phase, s.state(0).review_weight) == ("review", 1.0)
+    assert s.state(5).phase == "fade" and s.state(9).phase == "guide"
+
+
+def test_sb3_progress_remaining_and_fractions():
+    s = GuideReviewSchedule(switch_at=0.5, fade=0, total=1000, unit="steps")
+    assert s(1.0) == 1.0 and s(0.2) == 0.0
+    assert s.at_fraction(0.25).guide_weight == 1.0
+    assert s.at_remaining(0.0).phase == "review"
+
+
+@pytest.mark.parametrize("arm", ARMS)
+def test_every_arm_is_a_schedule_that_pickles(arm):
+    s = make_schedule(arm, total=20)
+    clone = pickle.loads(pickle.dumps(s))
+    assert repr(clone) == repr(s)
+    assert clone.state(3) == s.state(3)
+
+
+def test_constant_arms():
+    assert make_schedule("sparse").state(5).phase == "none"
+    assert make_schedule("guide").state(99).guide_weight == 1.0
+    assert make_schedule("review").state(0).review_weight == 1.0
+    with pytest.raises(ValueError, match="guide_weight"):
+        ConstantSchedule(1.5, 0)
+    with pytest.raises(ValueError, match="unknown arm"):
+        make_schedule("teacher")
+
+
+def _drive(schedule, losses):
+    for round_, loss in enumerate(losses):
+        schedule.report(round_, loss=loss)
+    return schedule.switch_at
+
+
+def test_flat_loss_switches_sooner_and_falling_loss_stays_longer():
+    flat = GuideReviewSchedule(total=100, adaptive=TrendRule(window=10))
+    assert _drive(flat, [1.0] * 10) == pytest.approx(0.35)
+    falling = GuideReviewSchedule(total=100, adaptive=TrendRule(window=10))
+    assert _drive(falling, [1.0 * 0.97**i for i in range(10)]) == pytest.approx(0.45)
+    middle = GuideReviewSchedule(total=100, adaptive=TrendRule(window=10))
+    assert _drive(middle, [1.0 - 0.006 * i for i in range(10)]) == pytest.approx(0.4)
+    assert "switch sooner" in flat.history[0]["reason"]
+
+
+def test_switch_stays_in_bounds_and_not_before_now():
+    s = GuideReviewSchedule(
+        total=100, adaptive=TrendRule(window=2, shift=0.3, min_switch=0.2, max_switch=0.6)
+    )
+    for _ in range(10):
+        s.report(5, loss=1.0)
+    assert s.switch_at == pytest.approx(0.2)
+    s2 = GuideReviewSchedule(total=100, adaptive=TrendRule(window=2, shift=0.3, max_switch=0.6))
+    for i in range(10):
+        s2.report(1, loss=0.5**i)
+    assert s2.switch_at == pytest.approx(0.6)
+    s3 = GuideReviewSchedule(total=100, adaptive=TrendRule(window=2, shift=0.3))
+    for _ in range(4):
+        s3.report(30, loss=1.0)
+    assert s3.switch_at == pytest.approx(0.3)
+
+
+def test_return_trend_variant():
+    s = GuideReviewSchedule(total=100, adaptive=TrendRule("return", window=4))
+    for i, value in enumerate([0.1, 0.2, 0.4, 0.8]):
+        s.report(i, mean_return=value)
+    assert s.switch_at == pytest.approx(0.45)
+    s.report(5, loss=1.0)  # a loss report does not feed a return rule
+    assert s.switch_at == pytest.approx(0.45)
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"switch_at": 1.5}, {"fade": -1}, {"total": 0}, {"unit": "epochs"}]
+)
+def test_bad_schedule_arguments(kwargs):
+    with pytest.raises(ValueError):
+        GuideReviewSchedule(**kwargs)
+
+
+def test_bad_trend_rules():
+    with pytest.raises(ValueError, match="metric"):
+        TrendRule("accuracy")
+    with pytest.raises(ValueError):
+        TrendRule(sooner_below=0.1, later_above=0.05)

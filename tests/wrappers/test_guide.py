@@ -1,0 +1,96 @@
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import feedbackgym  # noqa: F401
+from feedbackgym.wrappers import AddGuide
+
+
+def _env(**kwargs):
+    obs_mode = kwargs.pop("obs_mode", "both")
+    return AddGuide(gym.make("feedbackgym/OpsIncidentMedium-v0", obs_mode=obs_mode), **kwargs)
+
+
+def test_hint_every_k_steps_in_info():
+    env = _env(every=3)
+    _, info = env.reset(seed=0)
+    given = [info["feedback"]["guide"] is not None]
+    for _ in range(7):
+        info = env.step("wait")[-1]
+        given.append(info["feedback"]["guide"] is not None)
+    assert given == [True, False, False, True, False, False, True, False]
+
+
+def test_hints_follow_progress_and_carry_no_action():
+    env = _env(every=1)
+    _, info = env.reset(seed=0)
+    first = info["feedback"]["guide"]
+    assert first["subgoal_ids"][0] == "triage_alerts"
+    while not info["subgoals"]["triage_alerts"]:
+        info = env.step(env.unwrapped.expert_action())[-1]
+    assert info["feedback"]["guide"]["subgoal_ids"][0] in ("find_root_cause", "mitigate")
+    meanings = set(env.unwrapped.action_meanings)
+    assert not any(m in info["feedback"]["guide"]["text"] for m in meanings)
+
+
+def test_text_and_vector_channels():
+    env = _env(every=2, channels=("text", "vector"))
+    obs, info = env.reset(seed=0)
+    assert env.observation_space.contains(obs)
+    assert "Hint: first" in obs["text"] and info["feedback"]["guide"] is None
+    assert obs["hint_present"][0] == 1 and obs["hint_next"].sum() == 1 and obs["hint_next"][0] == 1
+    obs, *_ = env.step("wait")
+    assert (
+        "Hint:" not in obs["text"] and obs["hint_present"][0] == 1
+    )  # held until the next due step
+    env.set_weight(0.0)
+    obs, *_ = env.step("wait")
+    assert obs["hint_present"][0] == 0 and not obs["hint_next"].any()
+    assert env.observation_space.contains(obs)
+
+
+def test_vector_channel_on_a_non_dict_observation():
+    env = AddGuide(gym.make("feedbackgym/OpsIncidentEasy-v0", obs_mode="text"), channels=["vector"])
+    obs, _ = env.reset(seed=0)
+    assert set(obs) == {"observation", "hint_next", "hint_present"}
+    assert env.observation_space.contains(obs)
+
+
+def test_weight_and_dropout_are_probabilities_with_seeded_draws():
+    def rate(seed, **kwargs):
+        env = _env(every=1, **kwargs)
+        env.reset(seed=seed)
+        return [env.step("wait")[-1]["feedback"]["guide"] is not None for _ in range(40)]
+
+    assert rate(1, weight=0.5) == rate(1, weight=0.5)
+    assert 5 < sum(rate(1, weight=0.5)) < 35
+    assert sum(rate(2, dropout=1.0)) == 0 and sum(rate(2)) == 40
+
+
+def test_stats_and_errors():
+    env = _env(every=1)
+    env.reset(seed=0)
+    env.step("wait")
+    stats = env.feedback_stats()
+    assert stats["hints_given"] == stats["hints_due"] == 2 and len(stats["latencies_ms"]) == 2
+    assert env.feedback_stats()["hints_given"] == 0
+    with pytest.raises(ValueError, match="channels"):
+        _env(channels=("smell",))
+    with pytest.raises(ValueError, match="text observation"):
+        _env(obs_mode="vector", channels=("text",))
+    with pytest.raises(ValueError, match="every"):
+        _env(every=0)
+    with pytest.raises(ValueError, match="weight"):
+        _env().set_weight(2)
+    with pytest.raises(ValueError, match="source"):
+        _env(source="http://example")
+
+
+def test_spec_round_trip_keeps_the_wrapper():
+    env = gym.make("feedbackgym/OpsIncidentEasy-v0")
+    env = AddGuide(env, every=2, channels=["vector"])
+    remade = gym.make(gym.envs.registration.EnvSpec.from_json(env.spec.to_json()))
+    assert isinstance(remade, AddGuide) and remade.every == 2
+    a, _ = env.reset(seed=3)
+    b, _ = remade.reset(seed=3)
+    assert all(np.array_equal(a[k], b[k]) for k in a)

@@ -1,0 +1,44 @@
+"""``set_progress`` reaches the wrappers inside subprocess workers."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import feedbackgym  # noqa: F401
+from feedbackgym.wrappers import AddGuide, AddReview, FadeGuideToReview
+
+
+def make_env():
+    env = gym.make("feedbackgym/OpsIncidentEasy-v0")
+    env = AddReview(
+        AddGuide(env, every=2, channels=("vector", "info")), channels=("vector", "info")
+    )
+    return FadeGuideToReview(env, schedule={"switch_at": 0.4, "fade": 5, "total": 100})
+
+
+def test_async_vector_env_call():
+    envs = gym.vector.AsyncVectorEnv([make_env] * 2)
+    try:
+        envs.reset(seed=0)
+        states = envs.call("set_progress", 90)
+        assert [s["phase"] for s in states] == ["review", "review"]
+        envs.step(np.array([0, 0]))
+        assert envs.call("feedback_state")[1]["review_weight"] == 1.0
+        stats = envs.call("feedback_stats")
+        assert all(s["guide"]["hints_given"] >= 1 and s["review"] is not None for s in stats)
+    finally:
+        envs.close()
+
+
+def test_sb3_subproc_vec_env_method():
+    vec_env = pytest.importorskip("stable_baselines3.common.vec_env")
+    envs = vec_env.SubprocVecEnv([make_env] * 2)
+    try:
+        envs.reset()
+        assert [s["phase"] for s in envs.env_method("set_progress", 42)] == ["fade", "fade"]
+        envs.env_method("report", loss=1.0)
+        assert envs.env_method("feedback_state")[0]["guide_weight"] == pytest.approx(0.6)
+        obs = envs.reset()
+        assert obs["hint_next"].shape == (2, 16)
+    finally:
+        envs.close()
