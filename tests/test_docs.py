@@ -35,12 +35,15 @@ def test_ci_runs_the_readme_test_command_and_nothing_else():
 
 
 def test_readme_python_examples_run():
+    outputs = []
     for block in _blocks("python"):
         result = subprocess.run(
             [sys.executable, "-c", block], capture_output=True, text=True, timeout=120, cwd=ROOT
         )
         assert result.returncode == 0, result.stderr
-        assert "resolved 1.0 True" in result.stdout
+        outputs.append(result.stdout)
+    assert "resolved 1.0 True" in outputs[0]
+    assert "Hint: first" in outputs[1] and "try to" in outputs[1]
 
 
 def test_benchmark_script_runs():
