@@ -41,6 +41,9 @@ class Subgoal:
             whether the milestone holds. Use module-level functions or
             ``functools.partial`` so that envs holding subgoals still pickle.
         requires: Ids of subgoals that must be done before this one counts.
+        targets: Entities the subgoal concerns (services, elements, files), from
+            the env's ``target_vocabulary`` when it has one; a guide's vector
+            channel encodes them. Where to look, never what to do.
 
     Example:
         >>> sg = Subgoal("lit", "turn the light on", lambda s: s["light"])
@@ -52,10 +55,16 @@ class Subgoal:
     description: str
     predicate: Callable[[Any], bool] = field(compare=False, repr=False)
     requires: tuple[str, ...] = ()
+    targets: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """Returns the JSON-safe part of the subgoal (everything but the predicate)."""
-        return {"id": self.id, "description": self.description, "requires": list(self.requires)}
+        return {
+            "id": self.id,
+            "description": self.description,
+            "requires": list(self.requires),
+            "targets": list(self.targets),
+        }
 
 
 class SubgoalTracker:
@@ -155,6 +164,7 @@ class Hint:
         step: The episode step at which the hint was given.
         positions: Each subgoal's index in the episode's library (for the
             vector channel's one-hot).
+        targets: The entities the first subgoal concerns.
 
     Example:
         >>> Hint(("a", "b"), ("open the door", "reach the goal"), step=3).text
@@ -165,6 +175,7 @@ class Hint:
     texts: tuple[str, ...]
     step: int
     positions: tuple[int, ...] = ()
+    targets: tuple[str, ...] = ()
 
     @property
     def text(self) -> str:
@@ -181,6 +192,7 @@ class Hint:
             "texts": list(self.texts),
             "step": self.step,
             "positions": list(self.positions),
+            "targets": list(self.targets),
             "text": self.text,
         }
 
@@ -192,6 +204,7 @@ class Hint:
             tuple(data["texts"]),
             int(data["step"]),
             tuple(data.get("positions", ())),
+            tuple(data.get("targets", ())),
         )
 
 

@@ -42,6 +42,7 @@ class SubgoalGuide:
             texts=tuple(by_id[i][1].description for i in ids),
             step=step,
             positions=tuple(by_id[i][0] for i in ids),
+            targets=by_id[ids[0]][1].targets if ids else (),
         )
 
     def __repr__(self) -> str:

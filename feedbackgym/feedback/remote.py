@@ -47,7 +47,10 @@ def _never(state: Any) -> bool:
 
 
 def _library(data: Sequence[dict[str, Any]]) -> list[Subgoal]:
-    return [Subgoal(d["id"], d["description"], _never, tuple(d["requires"])) for d in data]
+    return [
+        Subgoal(d["id"], d["description"], _never, tuple(d["requires"]), tuple(d["targets"]))
+        for d in data
+    ]
 
 
 def answer(request: dict[str, Any]) -> dict[str, Any]:

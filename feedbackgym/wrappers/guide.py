@@ -50,9 +50,11 @@ class AddGuide(
       on the steps it is given, else ``None``.
     * ``"text"``: the hint's text is appended to the text observation on those steps.
     * ``"vector"``: ``hint_next`` (one-hot position of the next subgoal in the
-      library, size ``max_subgoals``) and ``hint_present`` are added to the Dict
-      observation; the last hint is held until the next due step, and both are
-      zero when no hint is in force, so the space never changes.
+      library, size ``max_subgoals``), ``hint_present`` and, when the env has a
+      ``target_vocabulary``, ``hint_targets`` (multi-hot of the entities the
+      next subgoal concerns) are added to the Dict observation; the last hint
+      is held until the next due step, and all are zero when no hint is in
+      force, so the space never changes.
 
     Example:
         >>> import gymnasium as gym, feedbackgym
@@ -109,14 +111,15 @@ class AddGuide(
                     "the 'text' channel needs a text observation (obs_mode='text' or 'both')"
                 )
             self.observation_space = with_text_room(env.observation_space, HINT_TEXT_LIMIT)
+        self._targets = _target_vocabulary(env)
         if "vector" in self.channels:
-            self.observation_space = with_vector_fields(
-                self.observation_space,
-                {
-                    "hint_next": spaces.MultiBinary(max_subgoals),
-                    "hint_present": spaces.MultiBinary(1),
-                },
-            )
+            fields: dict[str, spaces.Space[Any]] = {
+                "hint_next": spaces.MultiBinary(max_subgoals),
+                "hint_present": spaces.MultiBinary(1),
+            }
+            if self._targets:
+                fields["hint_targets"] = spaces.MultiBinary(len(self._targets))
+            self.observation_space = with_vector_fields(self.observation_space, fields)
         self._rng: np.random.Generator | None = None
         self._t = 0
         self._held: Hint | None = None
@@ -215,10 +218,24 @@ class AddGuide(
         one_hot = np.zeros(self.max_subgoals, np.int8)
         if hint is not None and hint.positions:
             one_hot[hint.positions[0]] = 1
-        return {"hint_next": one_hot, "hint_present": np.array([hint is not None], np.int8)}
+        fields = {"hint_next": one_hot, "hint_present": np.array([hint is not None], np.int8)}
+        if self._targets:
+            targets = np.zeros(len(self._targets), np.int8)
+            for name in hint.targets if hint is not None else ():
+                if name in self._targets:
+                    targets[self._targets.index(name)] = 1
+            fields["hint_targets"] = targets
+        return fields
 
     def close(self) -> None:
         """Closes the env and the remote source, if any."""
         if self._source is not None:
             self._source.close()
         super().close()
+
+
+def _target_vocabulary(env: gym.Env[Any, Any]) -> tuple[str, ...]:
+    try:
+        return tuple(env.get_wrapper_attr("target_vocabulary"))
+    except AttributeError:
+        return ()

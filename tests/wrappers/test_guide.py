@@ -39,6 +39,9 @@ def test_text_and_vector_channels():
     assert env.observation_space.contains(obs)
     assert "Hint: first" in obs["text"] and info["feedback"]["guide"] is None
     assert obs["hint_present"][0] == 1 and obs["hint_next"].sum() == 1 and obs["hint_next"][0] == 1
+    alerting = [s for s, on in zip(env.unwrapped.target_vocabulary, obs["alerts"]) if on]
+    named = [s for s, on in zip(env.unwrapped.target_vocabulary, obs["hint_targets"]) if on]
+    assert named == alerting  # the first subgoal is the triage of the alerts
     obs, *_ = env.step("wait")
     assert (
         "Hint:" not in obs["text"] and obs["hint_present"][0] == 1
@@ -52,7 +55,7 @@ def test_text_and_vector_channels():
 def test_vector_channel_on_a_non_dict_observation():
     env = AddGuide(gym.make("feedbackgym/OpsIncidentEasy-v0", obs_mode="text"), channels=["vector"])
     obs, _ = env.reset(seed=0)
-    assert set(obs) == {"observation", "hint_next", "hint_present"}
+    assert set(obs) == {"observation", "hint_next", "hint_present", "hint_targets"}
     assert env.observation_space.contains(obs)
 
 

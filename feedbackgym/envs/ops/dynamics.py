@@ -116,9 +116,12 @@ def _inspect(state: IncidentState, what: str, service: str, rng: np.random.Gener
     elif what == "logs":
         signals, lines = _log_lines(state, service, rng)
         state.logs_seen[row] = 0
-        state.logs_seen[row, [_SIGNAL_INDEX[s] for s in signals]] = 1
+        state.logs_seen[row, [_SIGNAL_INDEX[s] for s, _ in signals]] = 1
+        state.log_pointers[row] = 0
+        state.log_pointers[row, [_SERVICE_INDEX[t] for _, t in signals if t != service]] = 1
         text = "\n".join(lines)
-        summary = "signals: " + (", ".join(sorted(set(signals))) or "routine lines only")
+        names = sorted({s if t == service else f"{s} ({t})" for s, t in signals})
+        summary = "signals: " + (", ".join(names) or "routine lines only")
     else:
         recent = [d for d in state.deploys[service] if d.minutes_before <= RECENT_DEPLOY_MINUTES]
         state.deploys_seen[row] = (
@@ -156,7 +159,7 @@ def _current_metrics(state: IncidentState, service: str, rng: np.random.Generato
 
 def _log_lines(
     state: IncidentState, service: str, rng: np.random.Generator
-) -> tuple[list[str], list[str]]:
+) -> tuple[list[tuple[str, str]], list[str]]:
     signals: list[tuple[str, str]] = []
     for fault in state.faults:
         if state.recovery(fault) >= 1.0:
@@ -169,7 +172,7 @@ def _log_lines(
     lines = [_fill(LOG_LINES[sig], target, rng) for sig, target in signals]
     lines += [_fill(str(line), service, rng) for line in rng.choice(NOISE_LINES, size=3)]
     order = rng.permutation(len(lines))
-    return [sig for sig, _ in signals], [f"[{service}] {lines[i]}" for i in order]
+    return signals, [f"[{service}] {lines[i]}" for i in order]
 
 
 def _fill(template: str, target: str, rng: np.random.Generator) -> str:

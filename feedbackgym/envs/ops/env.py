@@ -62,7 +62,9 @@ class OpsIncidentEnv(gym.Env[Any, int]):
     normalised to [0, 1], zero if never), ``metrics_age`` (Box 8, steps since
     that inspection / max_steps, 1 if never), ``logs`` (MultiBinary 8x15
     flattened, log signals seen), ``deploys`` (MultiBinary 8x2 flattened, recent
-    code deploy / config push seen), ``inspected`` (MultiBinary 8x3 flattened),
+    code deploy / config push seen), ``log_pointers`` (MultiBinary 8x8 flattened:
+    row s, column t is set when s's logs point at t, e.g. "upstream app returned
+    503"), ``inspected`` (MultiBinary 8x3 flattened),
     ``actions_taken`` (MultiBinary 70), ``breaker_open`` (Discrete 2) and
     ``last_result`` (Discrete 5: none, info, ok, no_effect, worse).
     ``obs_mode="text"``: a ``Text`` space with an explicit charset: the console
@@ -133,6 +135,7 @@ class OpsIncidentEnv(gym.Env[Any, int]):
                 "metrics_age": spaces.Box(0.0, 1.0, (_N,), np.float32),
                 "logs": spaces.MultiBinary(_N * len(LOG_SIGNALS)),
                 "deploys": spaces.MultiBinary(_N * 2),
+                "log_pointers": spaces.MultiBinary(_N * _N),
                 "inspected": spaces.MultiBinary(_N * len(INSPECTIONS)),
                 "actions_taken": spaces.MultiBinary(N_ACTIONS),
                 "breaker_open": spaces.Discrete(2),
@@ -202,6 +205,9 @@ class OpsIncidentEnv(gym.Env[Any, int]):
         """Turns an index or text into a valid action index (see ``## Action Space``)."""
         return parse_action(action)
 
+    target_vocabulary: tuple[str, ...] = SERVICES
+    """The entities subgoal ``targets`` name: the services."""
+
     @property
     def subgoals(self) -> list[Subgoal]:
         """This episode's subgoal library, in prerequisite order."""
@@ -263,6 +269,7 @@ class OpsIncidentEnv(gym.Env[Any, int]):
             "metrics_age": age,
             "logs": state.logs_seen.flatten(),
             "deploys": state.deploys_seen.flatten(),
+            "log_pointers": state.log_pointers.flatten(),
             "inspected": state.inspected.flatten(),
             "actions_taken": self._actions_taken.copy(),
             "breaker_open": int(state.breaker_open),

@@ -140,6 +140,9 @@ class IncidentState:
         default_factory=lambda: np.zeros((len(SERVICES), len(LOG_SIGNALS)), np.int8)
     )
     deploys_seen: np.ndarray = field(default_factory=lambda: np.zeros((len(SERVICES), 2), np.int8))
+    log_pointers: np.ndarray = field(
+        default_factory=lambda: np.zeros((len(SERVICES), len(SERVICES)), np.int8)
+    )
     inspected: np.ndarray = field(
         default_factory=lambda: np.zeros((len(SERVICES), len(INSPECTIONS)), np.int8)
     )

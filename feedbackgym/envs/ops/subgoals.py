@@ -54,6 +54,7 @@ def build_subgoals(state: IncidentState) -> list[Subgoal]:
             "triage_alerts",
             f"Triage every alert: inspect the metrics and logs of {', '.join(alerts)}.",
             partial(_alerts_triaged, alerts),
+            targets=alerts,
         )
     ]
     suffixes = [""] if len(state.faults) == 1 else [f"_{i + 1}" for i in range(len(state.faults))]
@@ -68,6 +69,7 @@ def build_subgoals(state: IncidentState) -> list[Subgoal]:
                 f"Find the root-cause signal: inspect the {kinds} of {fault.root}.",
                 partial(_root_cause_found, index),
                 tuple(requires),
+                (fault.root,),
             )
         )
         mitigate_requires = [f"find_root_cause{sfx}"]
@@ -80,6 +82,7 @@ def build_subgoals(state: IncidentState) -> list[Subgoal]:
                 f"Stop the {fault.fault.label} at {fault.root}.",
                 partial(_mitigated, index),
                 tuple(mitigate_requires),
+                (fault.root,),
             )
         )
         mitigations.append(f"mitigate{sfx}")
@@ -90,6 +93,7 @@ def build_subgoals(state: IncidentState) -> list[Subgoal]:
             f"Verify recovery: once it settles, inspect the metrics of {roots}.",
             _recovery_verified,
             tuple(mitigations),
+            tuple(f.root for f in state.faults),
         ),
         Subgoal(
             "declare_resolved",
