@@ -44,6 +44,9 @@ class Subgoal:
         targets: Entities the subgoal concerns (services, elements, files), from
             the env's ``target_vocabulary`` when it has one; a guide's vector
             channel encodes them. Where to look, never what to do.
+        kind: The type of milestone, shared across episodes (``"triage"``),
+            from the env's ``subgoal_kinds`` when it has one; a guide's vector
+            channel one-hots it.
 
     Example:
         >>> sg = Subgoal("lit", "turn the light on", lambda s: s["light"])
@@ -56,6 +59,7 @@ class Subgoal:
     predicate: Callable[[Any], bool] = field(compare=False, repr=False)
     requires: tuple[str, ...] = ()
     targets: tuple[str, ...] = ()
+    kind: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """Returns the JSON-safe part of the subgoal (everything but the predicate)."""
@@ -64,6 +68,7 @@ class Subgoal:
             "description": self.description,
             "requires": list(self.requires),
             "targets": list(self.targets),
+            "kind": self.kind,
         }
 
 
@@ -165,6 +170,7 @@ class Hint:
         positions: Each subgoal's index in the episode's library (for the
             vector channel's one-hot).
         targets: The entities the first subgoal concerns.
+        kind: The first subgoal's kind.
 
     Example:
         >>> Hint(("a", "b"), ("open the door", "reach the goal"), step=3).text
@@ -176,6 +182,7 @@ class Hint:
     step: int
     positions: tuple[int, ...] = ()
     targets: tuple[str, ...] = ()
+    kind: str = ""
 
     @property
     def text(self) -> str:
@@ -193,6 +200,7 @@ class Hint:
             "step": self.step,
             "positions": list(self.positions),
             "targets": list(self.targets),
+            "kind": self.kind,
             "text": self.text,
         }
 
@@ -205,6 +213,7 @@ class Hint:
             int(data["step"]),
             tuple(data.get("positions", ())),
             tuple(data.get("targets", ())),
+            str(data.get("kind", "")),
         )
 
 

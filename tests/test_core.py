@@ -51,6 +51,12 @@ def test_bad_libraries_are_rejected(library, message):
 
 def test_to_dict_is_json_safe_and_tracker_pickles():
     sg = _library()[0]
-    assert sg.to_dict() == {"id": "b", "description": "reach two", "requires": ["a"], "targets": []}
+    assert sg.to_dict() == {
+        "id": "b",
+        "description": "reach two",
+        "requires": ["a"],
+        "targets": [],
+        "kind": "",
+    }
     tracker = pickle.loads(pickle.dumps(SubgoalTracker(_library())))
     assert tracker.update({"x": 1})["a"]

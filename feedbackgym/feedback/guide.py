@@ -43,6 +43,7 @@ class SubgoalGuide:
             step=step,
             positions=tuple(by_id[i][0] for i in ids),
             targets=by_id[ids[0]][1].targets if ids else (),
+            kind=by_id[ids[0]][1].kind if ids else "",
         )
 
     def __repr__(self) -> str:

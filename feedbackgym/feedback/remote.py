@@ -48,7 +48,9 @@ def _never(state: Any) -> bool:
 
 def _library(data: Sequence[dict[str, Any]]) -> list[Subgoal]:
     return [
-        Subgoal(d["id"], d["description"], _never, tuple(d["requires"]), tuple(d["targets"]))
+        Subgoal(
+            d["id"], d["description"], _never, tuple(d["requires"]), tuple(d["targets"]), d["kind"]
+        )
         for d in data
     ]
 

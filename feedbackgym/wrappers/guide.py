@@ -52,16 +52,17 @@ class AddGuide(
     * ``"vector"``: ``hint_next`` (one-hot position of the next subgoal in the
       library, size ``max_subgoals``), ``hint_present`` and, when the env has a
       ``target_vocabulary``, ``hint_targets`` (multi-hot of the entities the
-      next subgoal concerns) are added to the Dict observation; the last hint
-      is held until the next due step, and all are zero when no hint is in
-      force, so the space never changes.
+      next subgoal concerns) and, when it has ``subgoal_kinds``, ``hint_kind``
+      (one-hot of the next subgoal's kind) are added to the Dict observation;
+      the last hint is held until the next due step, and all are zero when no
+      hint is in force, so the space never changes.
 
     Example:
         >>> import gymnasium as gym, feedbackgym
         >>> env = AddGuide(gym.make("feedbackgym/OpsIncidentEasy-v0"), every=2)
         >>> _, info = env.reset(seed=0)
         >>> info["feedback"]["guide"]["subgoal_ids"]
-        ['triage_alerts', 'find_root_cause']
+        ['triage_app', 'triage_db_primary']
 
     Change logs:
      * v0.1.0 - Initially added
@@ -111,7 +112,8 @@ class AddGuide(
                     "the 'text' channel needs a text observation (obs_mode='text' or 'both')"
                 )
             self.observation_space = with_text_room(env.observation_space, HINT_TEXT_LIMIT)
-        self._targets = _target_vocabulary(env)
+        self._targets = _vocabulary(env, "target_vocabulary")
+        self._kinds = _vocabulary(env, "subgoal_kinds")
         if "vector" in self.channels:
             fields: dict[str, spaces.Space[Any]] = {
                 "hint_next": spaces.MultiBinary(max_subgoals),
@@ -119,6 +121,8 @@ class AddGuide(
             }
             if self._targets:
                 fields["hint_targets"] = spaces.MultiBinary(len(self._targets))
+            if self._kinds:
+                fields["hint_kind"] = spaces.MultiBinary(len(self._kinds))
             self.observation_space = with_vector_fields(self.observation_space, fields)
         self._rng: np.random.Generator | None = None
         self._t = 0
@@ -225,6 +229,11 @@ class AddGuide(
                 if name in self._targets:
                     targets[self._targets.index(name)] = 1
             fields["hint_targets"] = targets
+        if self._kinds:
+            kind = np.zeros(len(self._kinds), np.int8)
+            if hint is not None and hint.kind in self._kinds:
+                kind[self._kinds.index(hint.kind)] = 1
+            fields["hint_kind"] = kind
         return fields
 
     def close(self) -> None:
@@ -234,8 +243,8 @@ class AddGuide(
         super().close()
 
 
-def _target_vocabulary(env: gym.Env[Any, Any]) -> tuple[str, ...]:
+def _vocabulary(env: gym.Env[Any, Any], name: str) -> tuple[str, ...]:
     try:
-        return tuple(env.get_wrapper_attr("target_vocabulary"))
+        return tuple(env.get_wrapper_attr(name))
     except AttributeError:
         return ()

@@ -64,9 +64,9 @@ class AddReview(
         >>> _ = env.reset(seed=0)
         >>> info = env.step("escalate")[-1]
         >>> info["feedback"]["review"]["summary"]
-        'Did not succeed; reached 0 of 5 subgoals in steps 0-0. Re-explore from step 0 (harmful).'
+        'Did not succeed; reached 0 of 6 subgoals in steps 0-0. Re-explore from step 0 (harmful).'
         >>> info["feedback"]["review"]["reexplore"][0]["suggestion"]
-        'try to triage every alert: inspect the metrics and logs of app, db_primary'
+        'try to triage the app alert: inspect its metrics and logs'
 
     Change logs:
      * v0.1.0 - Initially added

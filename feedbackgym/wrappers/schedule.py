@@ -40,6 +40,9 @@ class FadeGuideToReview(
             :class:`~feedbackgym.schedules.GuideReviewSchedule` arguments
             (plain data, so the env spec stays JSON-able), or a schedule object.
         config: Path of a feedback config file to follow, or ``None``.
+        fade_shaping: Scale the potential of an inner :class:`ShapeWithSubgoals`
+            by the guide weight, so dense shaping fades with the guide (a Φ that
+            changes over training keeps the policy invariance).
         info_key: The feedback info key.
 
     Example:
@@ -61,10 +64,11 @@ class FadeGuideToReview(
         schedule: str | dict[str, Any] | Schedule = "guide-then-review",
         *,
         config: str | None = None,
+        fade_shaping: bool = False,
         info_key: str = "feedback",
     ) -> None:
         gym.utils.RecordConstructorArgs.__init__(
-            self, schedule=schedule, config=config, info_key=info_key
+            self, schedule=schedule, config=config, fade_shaping=fade_shaping, info_key=info_key
         )
         gym.Wrapper.__init__(self, env)
         self._guide = find_wrapper(env, AddGuide)
@@ -72,6 +76,11 @@ class FadeGuideToReview(
         if self._guide is None and self._review is None:
             raise ValueError("FadeGuideToReview needs AddGuide and/or AddReview inside it")
         self.info_key = info_key
+        self._shaping = find_wrapper(env, ShapeWithSubgoals)
+        if fade_shaping and self._shaping is None:
+            raise ValueError("fade_shaping needs ShapeWithSubgoals inside FadeGuideToReview")
+        self._fade_shaping = fade_shaping
+        self._shaping_scale = self._shaping.scale if self._shaping is not None else 1.0
         self._watcher = None
         if config is not None:
             from feedbackgym.config import ConfigWatcher
@@ -148,6 +157,10 @@ class FadeGuideToReview(
             self._guide.set_weight(state.guide_weight)
         if self._review is not None:
             self._review.set_weight(state.review_weight)
+        if self._fade_shaping and self._shaping is not None:
+            self._shaping.set_shaping(
+                gamma=self._shaping.gamma, scale=self._shaping_scale * state.guide_weight
+            )
 
     def _apply_config(self) -> None:
         assert self._watcher is not None
@@ -169,9 +182,9 @@ class FadeGuideToReview(
             self._review.configure(
                 window=r.window, stall_steps=r.stall_steps, action_level=r.action_level
             )
-        shaping = find_wrapper(self.env, ShapeWithSubgoals)
-        if shaping is not None:
-            shaping.set_shaping(gamma=config.shaping.gamma, scale=config.shaping.scale)
+        if self._shaping is not None:
+            self._shaping_scale = config.shaping.scale
+            self._shaping.set_shaping(gamma=config.shaping.gamma, scale=config.shaping.scale)
 
 
 def _as_schedule(schedule: str | dict[str, Any] | Schedule) -> Schedule:

@@ -25,7 +25,7 @@ def test_guide_names_next_subgoals_in_order_and_never_an_action():
     assert hint.subgoal_ids == ("door", "goal") and hint.positions == (1, 2) and hint.step == 7
     assert hint.text == "Hint: first Open the door., then Reach the goal."
     data = hint.to_dict()
-    assert set(data) == {"subgoal_ids", "texts", "step", "positions", "targets", "text"}
+    assert set(data) == {"subgoal_ids", "texts", "step", "positions", "targets", "kind", "text"}
     assert Hint.from_dict(json.loads(json.dumps(data))) == hint
     done = guide.hint(LIB, dict.fromkeys(("key", "door", "goal"), True), step=9)
     assert done.subgoal_ids == () and "all subgoals are done" in done.text

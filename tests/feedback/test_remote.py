@@ -75,7 +75,7 @@ def test_wrappers_use_the_service(service):
         deadline_ms=1000,
     )
     _, info = env.reset(seed=0)
-    assert info["feedback"]["guide"]["subgoal_ids"][0] == "triage_alerts"
+    assert info["feedback"]["guide"]["subgoal_ids"][0].startswith("triage_")
     info = env.step("escalate")[-1]
     assert info["feedback"]["review"]["reexplore"][0]["reason"] == "harmful"
     env.close()

@@ -25,8 +25,9 @@ def test_hints_follow_progress_and_carry_no_action():
     env = _env(every=1)
     _, info = env.reset(seed=0)
     first = info["feedback"]["guide"]
-    assert first["subgoal_ids"][0] == "triage_alerts"
-    while not info["subgoals"]["triage_alerts"]:
+    assert first["subgoal_ids"][0].startswith("triage_") and first["kind"] == "triage"
+    triage = [k for k in info["subgoals"] if k.startswith("triage_")]
+    while not all(info["subgoals"][k] for k in triage):
         info = env.step(env.unwrapped.expert_action())[-1]
     assert info["feedback"]["guide"]["subgoal_ids"][0] in ("find_root_cause", "mitigate")
     meanings = set(env.unwrapped.action_meanings)
@@ -41,7 +42,8 @@ def test_text_and_vector_channels():
     assert obs["hint_present"][0] == 1 and obs["hint_next"].sum() == 1 and obs["hint_next"][0] == 1
     alerting = [s for s, on in zip(env.unwrapped.target_vocabulary, obs["alerts"]) if on]
     named = [s for s, on in zip(env.unwrapped.target_vocabulary, obs["hint_targets"]) if on]
-    assert named == alerting  # the first subgoal is the triage of the alerts
+    assert named == alerting[:1]  # the first subgoal is the triage of the first alert
+    assert obs["hint_kind"][env.unwrapped.subgoal_kinds.index("triage")] == 1
     obs, *_ = env.step("wait")
     assert (
         "Hint:" not in obs["text"] and obs["hint_present"][0] == 1
@@ -55,7 +57,7 @@ def test_text_and_vector_channels():
 def test_vector_channel_on_a_non_dict_observation():
     env = AddGuide(gym.make("feedbackgym/OpsIncidentEasy-v0", obs_mode="text"), channels=["vector"])
     obs, _ = env.reset(seed=0)
-    assert set(obs) == {"observation", "hint_next", "hint_present", "hint_targets"}
+    assert set(obs) == {"observation", "hint_next", "hint_present", "hint_targets", "hint_kind"}
     assert env.observation_space.contains(obs)
 
 

@@ -15,7 +15,7 @@ from feedbackgym.envs.ops.catalog import LOG_SIGNALS, METRICS, SERVICES
 from feedbackgym.envs.ops.dynamics import RESULTS, WORSE, advance, apply_action
 from feedbackgym.envs.ops.expert import expert_action
 from feedbackgym.envs.ops.state import DIFFICULTIES, INSPECTIONS, IncidentState, draw_scenario
-from feedbackgym.envs.ops.subgoals import build_subgoals
+from feedbackgym.envs.ops.subgoals import SUBGOAL_KINDS, build_subgoals
 from feedbackgym.envs.ops.text import CHARSET, MAX_TEXT_LENGTH, render_text
 from feedbackgym.errors import FeedbackGymError
 
@@ -77,9 +77,10 @@ class OpsIncidentEnv(gym.Env[Any, int]):
 
     ## Feedback
 
-    ``subgoals`` is the episode's library (``triage_alerts`` → ``find_root_cause``
-    → ``mitigate`` → ``verify_recovery`` → ``declare_resolved``, suffixed per
-    fault on hard); ``info["subgoals"]`` says which are done after each step.
+    ``subgoals`` is the episode's library (``triage_<service>`` for each alert →
+    ``find_root_cause`` → ``mitigate`` → ``verify_recovery`` →
+    ``declare_resolved``, suffixed per fault on hard), each with its ``kind``
+    and ``targets`` (services); ``info["subgoals"]`` says which are done.
     :meth:`expert_action` is the oracle that knows the fault.
 
     ## Episode End
@@ -207,6 +208,8 @@ class OpsIncidentEnv(gym.Env[Any, int]):
 
     target_vocabulary: tuple[str, ...] = SERVICES
     """The entities subgoal ``targets`` name: the services."""
+    subgoal_kinds: tuple[str, ...] = SUBGOAL_KINDS
+    """The kinds of subgoal a library holds."""
 
     @property
     def subgoals(self) -> list[Subgoal]:

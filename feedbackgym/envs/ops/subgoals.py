@@ -1,9 +1,10 @@
 """The subgoal library of an incident, built from its scenario.
 
-One episode's library (ids without a suffix when there is one fault, with
-``_1``/``_2`` when there are two)::
+One episode's library (a triage subgoal per alerting service; ids without a
+suffix when there is one fault, with ``_1``/``_2`` when there are two)::
 
-    triage_alerts ─► find_root_cause ─► mitigate ─► verify_recovery ─► declare_resolved
+    triage_<service> (each alert) ─► find_root_cause ─► mitigate ─► verify_recovery
+        ─► declare_resolved
 
 Predicates are module-level functions bound with :func:`functools.partial`, so
 an env holding its library still pickles.
@@ -17,7 +18,16 @@ from feedbackgym.core import Subgoal
 from feedbackgym.envs.ops.catalog import INTERACTING_PAIRS
 from feedbackgym.envs.ops.state import ActiveFault, IncidentState
 
-__all__ = ["build_subgoals", "evidence_needed"]
+__all__ = ["SUBGOAL_KINDS", "build_subgoals", "evidence_needed"]
+
+SUBGOAL_KINDS: tuple[str, ...] = (
+    "triage",
+    "find_root_cause",
+    "mitigate",
+    "verify_recovery",
+    "declare_resolved",
+)
+"""Kinds of the subgoals an incident's library holds."""
 
 
 def evidence_needed(fault: ActiveFault) -> tuple[str, ...]:
@@ -25,8 +35,8 @@ def evidence_needed(fault: ActiveFault) -> tuple[str, ...]:
     return ("metrics", "logs", "deploys") if fault.fault.deploy else ("metrics", "logs")
 
 
-def _alerts_triaged(services: tuple[str, ...], state: IncidentState) -> bool:
-    return all(state.has_evidence(s, "metrics") and state.has_evidence(s, "logs") for s in services)
+def _alert_triaged(service: str, state: IncidentState) -> bool:
+    return state.has_evidence(service, "metrics") and state.has_evidence(service, "logs")
 
 
 def _root_cause_found(index: int, state: IncidentState) -> bool:
@@ -48,21 +58,23 @@ def _declared(state: IncidentState) -> bool:
 
 def build_subgoals(state: IncidentState) -> list[Subgoal]:
     """Returns the subgoal library for the scenario in ``state``."""
-    alerts = state.initial_alerts
-    subgoals = [
+    triage = [
         Subgoal(
-            "triage_alerts",
-            f"Triage every alert: inspect the metrics and logs of {', '.join(alerts)}.",
-            partial(_alerts_triaged, alerts),
-            targets=alerts,
+            f"triage_{service}",
+            f"Triage the {service} alert: inspect its metrics and logs.",
+            partial(_alert_triaged, service),
+            targets=(service,),
+            kind="triage",
         )
+        for service in state.initial_alerts
     ]
+    subgoals = list(triage)
     suffixes = [""] if len(state.faults) == 1 else [f"_{i + 1}" for i in range(len(state.faults))]
     mitigations = []
     names = [f.name for f in state.faults]
     for index, (fault, sfx) in enumerate(zip(state.faults, suffixes, strict=True)):
         kinds = " and ".join(evidence_needed(fault)).replace("deploys", "deploy history")
-        requires = ["triage_alerts"]
+        requires = [sg.id for sg in triage]
         subgoals.append(
             Subgoal(
                 f"find_root_cause{sfx}",
@@ -70,6 +82,7 @@ def build_subgoals(state: IncidentState) -> list[Subgoal]:
                 partial(_root_cause_found, index),
                 tuple(requires),
                 (fault.root,),
+                "find_root_cause",
             )
         )
         mitigate_requires = [f"find_root_cause{sfx}"]
@@ -83,6 +96,7 @@ def build_subgoals(state: IncidentState) -> list[Subgoal]:
                 partial(_mitigated, index),
                 tuple(mitigate_requires),
                 (fault.root,),
+                "mitigate",
             )
         )
         mitigations.append(f"mitigate{sfx}")
@@ -94,12 +108,14 @@ def build_subgoals(state: IncidentState) -> list[Subgoal]:
             _recovery_verified,
             tuple(mitigations),
             tuple(f.root for f in state.faults),
+            "verify_recovery",
         ),
         Subgoal(
             "declare_resolved",
             "Declare the incident resolved.",
             _declared,
             ("verify_recovery",),
+            kind="declare_resolved",
         ),
     ]
     return subgoals

@@ -223,7 +223,13 @@ def test_subgoal_library_is_exposed():
     env = OpsIncidentEnv("hard")
     _, info = env.reset(seed=0)
     ids = [sg.id for sg in env.unwrapped.subgoals]
-    assert ids[0] == "triage_alerts" and ids[-1] == "declare_resolved"
+    alerts = env.unwrapped.state.initial_alerts
+    assert ids[: len(alerts)] == [f"triage_{s}" for s in alerts] and ids[-1] == "declare_resolved"
+    kinds = env.unwrapped.subgoal_kinds
+    assert all(sg.kind in kinds for sg in env.unwrapped.subgoals)
+    assert all(
+        set(sg.targets) <= set(env.unwrapped.target_vocabulary) for sg in env.unwrapped.subgoals
+    )
     assert set(info["subgoals"]) == set(ids) and not any(info["subgoals"].values())
     for sg in env.unwrapped.subgoals:
         assert sg.description and all(r in ids for r in sg.requires)
