@@ -5,7 +5,9 @@ Usage::
     feedbackgym envs
     feedbackgym play ID [--policy random|expert] [--episodes N] [--seed S] [--kwarg KEY=VALUE ...]
     feedbackgym demo [--episodes N]
+    feedbackgym compare --env ID --arms A,B --seeds N --steps N [--jobs J] [--out DIR] [--quick]
     feedbackgym serve-feedback [--address tcp://127.0.0.1:5557]
+    feedbackgym sandbox build [--force]
 
 Errors (an unknown id, a bad option, a policy the env lacks) print one line to
 stderr and exit with status 2.
@@ -18,6 +20,7 @@ import difflib
 import json
 import sys
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -25,6 +28,7 @@ import gymnasium as gym
 from feedbackgym.errors import FeedbackGymError
 from feedbackgym.registration import ENV_DESCRIPTIONS
 from feedbackgym.rollout import POLICIES, EpisodeResult, run_episodes, summarize
+from feedbackgym.schedules import ARMS as _ARMS
 
 __all__ = ["main"]
 
@@ -78,6 +82,23 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--episodes", type=_positive_int, default=100)
     demo.set_defaults(run=_cmd_demo)
 
+    compare = commands.add_parser(
+        "compare", help="train every arm x seed, then write a results table and curves"
+    )
+    compare.add_argument(
+        "--env", dest="env_id", help="env id (default with --quick: OpsIncidentEasy)"
+    )
+    compare.add_argument("--arms", help=f"comma-separated, from {','.join(_ARMS)}")
+    compare.add_argument("--seeds", type=_positive_int, help="seeds per arm")
+    compare.add_argument("--steps", type=_positive_int, help="env steps per run")
+    compare.add_argument("--jobs", type=_positive_int, default=1, help="runs in parallel")
+    compare.add_argument("--out", default="runs/compare", help="output directory")
+    compare.add_argument("--bc-episodes", type=int, default=0, help="behaviour-cloning warm-up")
+    compare.add_argument("--kwarg", action="append", default=[], metavar="KEY=VALUE")
+    compare.add_argument("--quick", action="store_true", help="the short comparison (main job)")
+    compare.add_argument("--resume", action="store_true", help="continue interrupted runs")
+    compare.set_defaults(run=_cmd_compare)
+
     serve = commands.add_parser(
         "serve-feedback", help="run the guide and review generators as a service (ZeroMQ)"
     )
@@ -86,6 +107,14 @@ def _parser() -> argparse.ArgumentParser:
         "--delay-ms", type=float, default=0.0, help="extra delay per answer, to test deadlines"
     )
     serve.set_defaults(run=_cmd_serve_feedback)
+
+    sandbox = commands.add_parser("sandbox", help="manage the code suite's Docker sandbox")
+    sandbox_commands = sandbox.add_subparsers(dest="sandbox_command", required=True)
+    build = sandbox_commands.add_parser(
+        "build", help="build the sandbox image (debootstrap + docker import; cached by tag)"
+    )
+    build.add_argument("--force", action="store_true", help="rebuild even if the tag exists")
+    build.set_defaults(run=_cmd_sandbox_build)
     return parser
 
 
@@ -206,6 +235,35 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from feedbackgym.baselines.compare import QUICK, ComparisonConfig, run_comparison
+
+    settings: dict[str, Any] = dict(QUICK) if args.quick else {}
+    given = {
+        "env_id": args.env_id,
+        "arms": args.arms.split(",") if args.arms else None,
+        "seeds": args.seeds,
+        "steps": args.steps,
+    }
+    settings.update({k: v for k, v in given.items() if v is not None})
+    missing = [k for k in ("env_id", "arms", "seeds", "steps") if k not in settings]
+    if missing:
+        raise CommandError(f"give --{' --'.join(missing).replace('env_id', 'env')} or --quick")
+    _make(settings["env_id"], {}).close()  # a clear error for an unknown id, before any run
+    config = ComparisonConfig(
+        out=args.out,
+        jobs=args.jobs,
+        bc_episodes=args.bc_episodes,
+        env_kwargs=_parse_kwargs(args.kwarg),
+        **settings,
+    )
+    run_comparison(config, resume=args.resume)
+    out = args.out.rstrip("/")
+    print((Path(out) / "results.md").read_text())
+    print(f"table: {out}/results.csv, curves: {out}/curves.png, runs: {out}/runs/")
+    return 0
+
+
 def _cmd_serve_feedback(args: argparse.Namespace) -> int:
     import logging
 
@@ -216,6 +274,13 @@ def _cmd_serve_feedback(args: argparse.Namespace) -> int:
         serve(args.address, delay_ms=args.delay_ms)
     except KeyboardInterrupt:
         pass
+    return 0
+
+
+def _cmd_sandbox_build(args: argparse.Namespace) -> int:
+    from feedbackgym.envs.code.sandbox.image import build_with_engine
+
+    print(build_with_engine(force=args.force, log=lambda line: print(line, file=sys.stderr)))
     return 0
 
 

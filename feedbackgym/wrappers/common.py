@@ -21,8 +21,10 @@ __all__ = [
     "with_appended_text",
 ]
 
-FEEDBACK_FIELDS: dict[str, Any] = {"guide": None, "review": None}
-"""Fields every ``info["feedback"]`` dict starts with, so its shape never varies."""
+FEEDBACK_FIELDS: tuple[str, ...] = ("guide", "review")
+"""Fields every ``info["feedback"]`` dict starts with, as ``{}`` (no feedback on this
+step), so its shape never varies: Gymnasium's vector envs batch nested dicts key by
+key and cannot mix a dict with ``None``."""
 
 EXTRA_TEXT_CHARS = string.ascii_letters + string.digits + string.punctuation + " \n"
 _EXTRA_TEXT_SET = frozenset(EXTRA_TEXT_CHARS)
@@ -39,7 +41,7 @@ def feedback_info(info: dict[str, Any], key: str) -> dict[str, Any]:
     """
     existing = info.get(key)
     if existing is None:
-        existing = info[key] = dict(FEEDBACK_FIELDS)
+        existing = info[key] = {name: {} for name in FEEDBACK_FIELDS}
     elif not isinstance(existing, dict) or "guide" not in existing:
         raise ValueError(f"info[{key!r}] is already used by something else: pick another info_key")
     return existing

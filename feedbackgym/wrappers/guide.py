@@ -47,7 +47,7 @@ class AddGuide(
     Channels:
 
     * ``"info"``: ``info[info_key]["guide"]`` holds the hint (``Hint.to_dict()``)
-      on the steps it is given, else ``None``.
+      on the steps it is given, else ``{}``.
     * ``"text"``: the hint's text is appended to the text observation on those steps.
     * ``"vector"``: ``hint_next`` (one-hot position of the next subgoal in the
       library, size ``max_subgoals``), ``hint_present`` and, when the env has a
@@ -192,7 +192,7 @@ class AddGuide(
                 hint = self._make_hint(info)
             self._held = hint
         fields = feedback_info(info, self.info_key)
-        fields["guide"] = hint.to_dict() if hint is not None and "info" in self.channels else None
+        fields["guide"] = hint.to_dict() if hint is not None and "info" in self.channels else {}
         fields["guide_weight"] = self.weight
         if hint is not None and "text" in self.channels:
             obs = with_appended_text(obs, hint.text, HINT_TEXT_LIMIT)

@@ -47,7 +47,7 @@ class AddReview(
     Channels:
 
     * ``"info"``: ``info[info_key]["review"]`` holds ``Review.to_dict()`` on the
-      final step, else ``None``.
+      final step, else ``{}``.
     * ``"text"``: the last review's text is appended to the *next* episode's
       first text observation.
     * ``"vector"``: ``review_reached`` (which library positions were reached last
@@ -174,7 +174,7 @@ class AddReview(
         fields = feedback_info(info, self.info_key)
         fields["review_weight"] = self.weight
         if "credit" in self.channels:
-            fields["credit"] = None
+            fields["credit"] = {}
         if "text" in self.channels and self.last_review is not None:
             obs = with_appended_text(obs, self.last_review.text, REVIEW_TEXT_LIMIT)
         return self._with_vector(obs), info
@@ -203,13 +203,13 @@ class AddReview(
             if self._rng.random() < self.weight:
                 review = self._review(success=bool(info.get("is_success", False)))
         fields["review"] = (
-            review.to_dict() if review is not None and "info" in self.channels else None
+            review.to_dict() if review is not None and "info" in self.channels else {}
         )
         if "credit" in self.channels:
             fields["credit"] = (
                 {"start": review.window[0], "values": list(review.credit)}
                 if review is not None
-                else None
+                else {}
             )
         return self._with_vector(obs), reward, terminated, truncated, info
 

@@ -90,6 +90,7 @@ class FadeGuideToReview(
         else:
             self.schedule = _as_schedule(schedule)
         self.progress = 0.0
+        self._masked = False
         self._state = self.schedule.state(0.0)
         self._push(self._state)
 
@@ -107,6 +108,11 @@ class FadeGuideToReview(
         self._state = self.schedule.state(self.progress)
         self._push(self._state)
         return self.feedback_state()
+
+    def mask_hints(self, masked: bool) -> None:
+        """Withholds every hint while ``masked`` (to measure reliance on the guide)."""
+        self._masked = masked
+        self._push(self._state)
 
     def report(self, **metrics: float) -> None:
         """Reports the training trend (``loss=...``, ``mean_return=...``) to the schedule."""
@@ -154,7 +160,7 @@ class FadeGuideToReview(
 
     def _push(self, state: ScheduleState) -> None:
         if self._guide is not None:
-            self._guide.set_weight(state.guide_weight)
+            self._guide.set_weight(0.0 if self._masked else state.guide_weight)
         if self._review is not None:
             self._review.set_weight(state.review_weight)
         if self._fade_shaping and self._shaping is not None:

@@ -17,11 +17,17 @@ class ShapeWithSubgoals(
 
     Potential-based shaping leaves the optimal policy unchanged (Ng, Harada &
     Russell 1999), also when Φ changes over training (Devlin & Kudenko 2012):
-    it is the safe dense channel. Φ of a terminal state is 0, so over an
-    episode that terminates at step T the discounted shaping sums to −Φ(s₀);
-    on truncation the last state keeps its potential. The env reward and the
-    shaping term are reported apart in ``info["env_reward"]`` and
-    ``info["shaping_reward"]``.
+    it is the safe dense channel. With ``terminal="zero"`` (the default) Φ of
+    a terminal state is 0, so over an episode that terminates at step T the
+    discounted shaping sums to −Φ(s₀) whatever the agent did: the invariant
+    form. It also takes back all progress reward when an episode fails, which
+    leaves little learning signal on long tasks; ``terminal="keep"`` keeps the
+    last state's potential (the shaping then sums to γᵀΦ(s_T) − Φ(s₀), a bias
+    towards ending with more subgoals done — fade it out with the guide, as
+    the guide-then-review arm does, to train the final policy on the env
+    reward alone). On truncation the last state always keeps its potential.
+    The env reward and the shaping term are reported apart in
+    ``info["env_reward"]`` and ``info["shaping_reward"]``.
 
     Example:
         >>> import gymnasium as gym, feedbackgym
@@ -34,9 +40,19 @@ class ShapeWithSubgoals(
      * v0.1.0 - Initially added
     """
 
-    def __init__(self, env: gym.Env[Any, Any], gamma: float = 0.99, scale: float = 1.0) -> None:
-        gym.utils.RecordConstructorArgs.__init__(self, gamma=gamma, scale=scale)
+    def __init__(
+        self,
+        env: gym.Env[Any, Any],
+        gamma: float = 0.99,
+        scale: float = 1.0,
+        *,
+        terminal: str = "zero",
+    ) -> None:
+        gym.utils.RecordConstructorArgs.__init__(self, gamma=gamma, scale=scale, terminal=terminal)
         gym.Wrapper.__init__(self, env)
+        if terminal not in ("zero", "keep"):
+            raise ValueError(f"terminal must be 'zero' or 'keep', got {terminal!r}")
+        self.terminal = terminal
         self.set_shaping(gamma=gamma, scale=scale)
         self._potential = 0.0
 
@@ -66,7 +82,8 @@ class ShapeWithSubgoals(
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         """Steps the env and adds the shaping term to the reward."""
         obs, reward, terminated, truncated, info = self.env.step(action)
-        next_potential = 0.0 if terminated else self.potential(info.get("subgoals", {}))
+        zero = terminated and self.terminal == "zero"
+        next_potential = 0.0 if zero else self.potential(info.get("subgoals", {}))
         shaping = self.gamma * next_potential - self._potential
         self._potential = next_potential
         info["env_reward"] = float(reward)

@@ -91,7 +91,7 @@ def test_slow_service_misses_the_deadline_and_the_step_goes_on(service):
     for _ in range(3):
         info = env.step("wait")[-1]
     elapsed = time.perf_counter() - start
-    assert info["feedback"]["guide"] is None
+    assert info["feedback"]["guide"] == {}
     assert env.feedback_stats()["misses"] == 4
     assert elapsed < 2.0  # four 50 ms deadlines, not a 3 s answer
     env.close()

@@ -25,7 +25,7 @@ def _play(env, actions, seed=0):
 def test_review_only_on_the_final_step():
     env = _env(window=5, channels=("info", "credit"))
     _, infos = _play(env, ["wait", "wait", "scale down web", "wait", "escalate"])
-    assert all(i["feedback"]["review"] is None for i in infos[:-1])
+    assert all(i["feedback"]["review"] == {} for i in infos[:-1])
     review = infos[-1]["feedback"]["review"]
     assert review["window"] == [0, 4]
     assert [p["step"] for p in review["reexplore"]][:2] == [2, 4]
@@ -74,7 +74,7 @@ def test_vector_channel_summarises_the_last_episode():
 def test_weight_zero_means_no_reviews_and_action_level_is_opt_in():
     env = _env(weight=0.0)
     _, infos = _play(env, ["escalate"])
-    assert infos[-1]["feedback"]["review"] is None
+    assert infos[-1]["feedback"]["review"] == {}
     env = _env(action_level=True)
     env.reset(seed=0)
     expected = env.unwrapped.expert_action()

@@ -45,11 +45,11 @@ def test_every_channel_in_every_phase(phase):
     hints, reviews = 0, 0
     for seed in range(6):
         steps = _run_episode(env, seed)
-        hints += sum(info["feedback"]["guide"] is not None for _, info in steps)
+        hints += sum(info["feedback"]["guide"] != {} for _, info in steps)
         final = steps[-1][1]["feedback"]
-        reviews += final["review"] is not None
+        reviews += final["review"] != {}
         assert final["phase"] == phase
-        assert all(info["feedback"]["review"] is None for _, info in steps[:-1])
+        assert all(info["feedback"]["review"] == {} for _, info in steps[:-1])
         assert all("shaping_reward" in info for _, info in steps[1:])
     if phase == "guide":
         assert hints > 0 and reviews == 0

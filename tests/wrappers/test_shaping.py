@@ -42,6 +42,15 @@ def test_truncated_episode_keeps_the_last_potential():
     assert terms.sum() == pytest.approx(env.potential(info["subgoals"]) - phi0)
 
 
+def test_keep_terminal_keeps_progress_of_a_failed_episode():
+    env = ShapeWithSubgoals(gym.make("feedbackgym/OpsIncidentEasy-v0"), gamma=1.0, terminal="keep")
+    actions = iter([0, 1, "escalate"])  # two inspections, then give up
+    phi0, terms, *_, terminated, info = _episode(env, 0, lambda e: next(actions))
+    assert terminated and terms.sum() == pytest.approx(env.potential(info["subgoals"]) - phi0)
+    with pytest.raises(ValueError, match="terminal"):
+        ShapeWithSubgoals(gym.make("feedbackgym/OpsIncidentEasy-v0"), terminal="sometimes")
+
+
 def test_bad_arguments_and_runtime_change():
     env = ShapeWithSubgoals(gym.make("feedbackgym/OpsIncidentEasy-v0"))
     env.set_shaping(gamma=0.5, scale=3.0)

@@ -212,6 +212,13 @@ class OpsIncidentEnv(gym.Env[Any, int]):
     """The kinds of subgoal a library holds."""
 
     @property
+    def validation_seeds(self) -> tuple[int, ...]:
+        """This difficulty's held-out seeds (:data:`feedbackgym.envs.ops.VALIDATION_SEEDS`)."""
+        from feedbackgym.envs.ops import VALIDATION_SEEDS
+
+        return VALIDATION_SEEDS[self.difficulty]
+
+    @property
     def subgoals(self) -> list[Subgoal]:
         """This episode's subgoal library, in prerequisite order."""
         _, tracker = self._require_episode()

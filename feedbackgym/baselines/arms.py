@@ -1,0 +1,79 @@
+"""The env stack of each comparison arm: one stack, the schedule decides who speaks.
+
+Every arm gets the same observation space (hint and review fields are zero
+when their weight is zero), so networks are comparable across arms:
+
+* ``sparse``: the env reward only.
+* ``shaping``: shaping from subgoal progress all training long, no hints or reviews.
+* ``guide``: hints (vector, with dropout) and shaping, all training long.
+* ``review``: reviews (vector summary and per-step credit), all training long.
+* ``guide-then-review``: guide, then a cross-fade into review; shaping fades with the guide.
+* ``review-then-guide``: the reverse order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+
+from feedbackgym.schedules import ARMS
+from feedbackgym.wrappers import AddGuide, AddReview, FadeGuideToReview, ShapeWithSubgoals
+
+__all__ = ["ArmSettings", "make_arm_env"]
+
+
+@dataclass(frozen=True)
+class ArmSettings:
+    """Feedback settings shared by the arms of a comparison.
+
+    Attributes:
+        total_rounds: Training length in rounds (the schedule's unit).
+        switch_at: Fraction of training before the fade starts.
+        fade: Fade length, in rounds.
+        every: Guide density (a hint every ``every`` steps).
+        dropout: Chance that a due hint is withheld in the guide phase.
+        window: Review window length.
+        gamma: Discount of the shaping term (match the learner's).
+        shaping_terminal: ``"keep"`` (progress reward survives a failed episode;
+            faded out with the guide in the two-phase arms) or ``"zero"`` (the
+            policy-invariant form); see :class:`ShapeWithSubgoals`.
+        adaptive: :class:`~feedbackgym.schedules.TrendRule` arguments, or ``None``.
+        env_kwargs: Keyword arguments for ``gym.make``.
+    """
+
+    total_rounds: int = 100
+    switch_at: float = 0.4
+    fade: float = 5
+    every: int = 1
+    dropout: float = 0.1
+    window: int = 40
+    gamma: float = 0.99
+    shaping_terminal: str = "keep"
+    adaptive: dict[str, Any] | None = None
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+def make_arm_env(env_id: str, arm: str, settings: ArmSettings = ArmSettings()) -> gym.Env[Any, Any]:
+    """Builds the env stack of ``arm``.
+
+    Raises:
+        ValueError: Unknown arm.
+    """
+    if arm not in ARMS:
+        raise ValueError(f"unknown arm {arm!r}; choose one of {', '.join(ARMS)}")
+    env = gym.make(env_id, **settings.env_kwargs)
+    shaping_scale = 0.0 if arm in ("sparse", "review") else 1.0
+    env = ShapeWithSubgoals(
+        env, gamma=settings.gamma, scale=shaping_scale, terminal=settings.shaping_terminal
+    )
+    env = AddGuide(env, every=settings.every, channels=("vector", "info"), dropout=settings.dropout)
+    env = AddReview(env, window=settings.window, channels=("vector", "info", "credit"))
+    schedule: dict[str, Any] = {"arm": arm, "total": settings.total_rounds}
+    if arm in ("guide-then-review", "review-then-guide"):
+        schedule.update(
+            switch_at=settings.switch_at, fade=settings.fade, adaptive=settings.adaptive
+        )
+    fade_shaping = arm in ("guide-then-review", "review-then-guide")
+    return FadeGuideToReview(env, schedule=schedule, fade_shaping=fade_shaping)

@@ -1,0 +1,238 @@
+"""SB3 callbacks: drive the feedback schedule, log it, alert on collapses, apply review credit."""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from feedbackgym.errors import DependencyNotInstalled
+
+try:
+    from stable_baselines3.common.buffers import DictReplayBuffer, ReplayBuffer
+    from stable_baselines3.common.callbacks import BaseCallback
+except ImportError as error:
+    raise DependencyNotInstalled.for_extra("stable_baselines3", "baselines") from error
+
+__all__ = ["PHASE_CODES", "FeedbackCallback", "RewardDropAlert"]
+
+logger = logging.getLogger(__name__)
+
+PHASE_CODES = {"none": 0, "guide": 1, "fade": 2, "review": 3, "both": 4}
+"""How ``feedback/phase`` encodes the phase as a number in TensorBoard."""
+
+
+class RewardDropAlert:
+    """The spec's alert: mean reward fell by more than ``drop`` three rounds in a row.
+
+    Args:
+        drop: Relative fall per round that counts (0.2: 20%).
+        rounds: Consecutive falls that raise the alert.
+        hook: Called with ``(round, message)`` when it fires, besides the log warning.
+
+    Example:
+        >>> alert = RewardDropAlert()
+        >>> [alert.update(r, v) for r, v in enumerate([1.0, 0.7, 0.5, 0.3])][-1]
+        True
+    """
+
+    def __init__(
+        self, drop: float = 0.2, rounds: int = 3, hook: Callable[[int, str], None] | None = None
+    ) -> None:
+        if not 0 < drop < 1 or rounds < 1:
+            raise ValueError("need 0 < drop < 1 and rounds >= 1")
+        self.drop = drop
+        self.rounds = rounds
+        self.hook = hook
+        self._last: float | None = None
+        self._falls = 0
+        self.fired: list[int] = []
+
+    def update(self, round_: int, mean_reward: float) -> bool:
+        """Adds one round's mean reward; returns whether the alert fired."""
+        last, self._last = self._last, mean_reward
+        if last is None or not np.isfinite(mean_reward):
+            return False
+        fell = last > 0 and (last - mean_reward) / abs(last) > self.drop
+        self._falls = self._falls + 1 if fell else 0
+        if self._falls < self.rounds:
+            return False
+        self._falls = 0
+        message = (
+            f"mean reward fell more than {self.drop:.0%} for {self.rounds} rounds in a row "
+            f"(now {mean_reward:.3f}, round {round_}): guidance may have been withdrawn too "
+            "early; lengthen the fade 1.5-2x and start reviews less often"
+        )
+        logger.warning(message)
+        self.fired.append(round_)
+        if self.hook is not None:
+            self.hook(round_, message)
+        return True
+
+
+class FeedbackCallback(BaseCallback):
+    """Drives :class:`~feedbackgym.wrappers.FadeGuideToReview` from SB3 and logs feedback.
+
+    At every rollout start it reports the last round's trend (SB3's
+    ``train/loss`` and the mean episode return) to the schedule and pushes the
+    round index with ``env_method("set_progress", round)``, which reaches envs
+    in subprocess workers too. At every rollout end it logs ``feedback/phase``,
+    ``feedback/guide_weight``, ``feedback/review_weight``, ``feedback/switch_step``,
+    ``feedback/hints_per_episode``, ``feedback/reviews_per_round``,
+    ``feedback/hint_latency_p50_ms`` / ``_p99_ms``, ``feedback/review_latency_p99_ms``,
+    ``feedback/mean_return`` and ``feedback/alert``, and checks the reward-drop alert.
+
+    With ``review_credit=True`` the per-step credit of each review is added to
+    the rewards of that episode's steps still in the buffer: for PPO in the
+    rollout buffer, with returns and advantages recomputed before training;
+    for DQN-style learners in the replay buffer (reward relabelling).
+
+    Args:
+        first_round: Round index of the first rollout (for resumed runs).
+        review_credit: Redistribute review credit into the learner's buffer.
+        alert: The reward-drop alert (default: the spec's 20% for 3 rounds).
+        on_round: Called with ``(round, metrics)`` after each round's logging.
+        verbose: 0 silent, 1 info.
+    """
+
+    def __init__(
+        self,
+        *,
+        first_round: int = 0,
+        review_credit: bool = False,
+        alert: RewardDropAlert | None = None,
+        on_round: Callable[[int, dict[str, float]], None] | None = None,
+        verbose: int = 0,
+    ) -> None:
+        super().__init__(verbose)
+        self.round = first_round
+        self.review_credit = review_credit
+        self.alert = alert if alert is not None else RewardDropAlert()
+        self.on_round = on_round
+        self.state: dict[str, Any] = {}
+        self._positions: dict[int, list[tuple[int, int]]] = defaultdict(list)
+        self._pending: list[tuple[int, int, float]] = []
+        self._rollout = 0
+        self.credit_applied = 0
+
+    # --- hooks ----------------------------------------------------------------------------
+
+    def _on_rollout_start(self) -> None:
+        metrics: dict[str, Any] = {}
+        loss = self.model.logger.name_to_value.get("train/loss")
+        if loss is not None:
+            metrics["loss"] = float(loss)
+        mean_return = self._mean_return()
+        if mean_return is not None:
+            metrics["mean_return"] = mean_return
+        if metrics and self.round > 0:
+            self.training_env.env_method("report", **metrics)
+        self.state = self.training_env.env_method("set_progress", self.round)[0]
+        self._rollout += 1
+
+    def _on_step(self) -> bool:
+        if self.review_credit:
+            self._track_credit()
+        return True
+
+    def _on_rollout_end(self) -> None:
+        if self.review_credit and self._pending:
+            self._apply_credit()
+        metrics = self._round_metrics()
+        for key, value in metrics.items():
+            self.logger.record(f"feedback/{key}", value)
+        if "mean_return" in metrics and self.alert.update(self.round, metrics["mean_return"]):
+            self.logger.record("feedback/alert", 1.0)
+        if self.on_round is not None:
+            self.on_round(self.round, metrics)
+        self.round += 1
+
+    # --- metrics --------------------------------------------------------------------------
+
+    def _mean_return(self) -> float | None:
+        buffer = self.model.ep_info_buffer
+        if not buffer:
+            return None
+        return float(np.mean([info["r"] for info in buffer]))
+
+    def _round_metrics(self) -> dict[str, float]:
+        stats = self.training_env.env_method("feedback_stats")
+        guide = [s["guide"] for s in stats if s.get("guide")]
+        review = [s["review"] for s in stats if s.get("review")]
+        episodes = sum(r["episodes_ended"] for r in review)
+        hint_latency = [x for g in guide for x in g["latencies_ms"]]
+        review_latency = [x for r in review for x in r["latencies_ms"]]
+        total = self.state.get("progress", 0.0)
+        switch_at = self.state.get("switch_at")
+        metrics = {
+            "phase": float(PHASE_CODES.get(self.state.get("phase", "none"), -1)),
+            "guide_weight": float(self.state.get("guide_weight", 0.0)),
+            "review_weight": float(self.state.get("review_weight", 0.0)),
+            "hints_per_episode": sum(g["hints_given"] for g in guide) / max(1, episodes),
+            "reviews_per_round": float(sum(r["reviews_given"] for r in review)),
+            "episodes_per_round": float(episodes),
+            "misses": float(sum(g["misses"] for g in guide) + sum(r["misses"] for r in review)),
+        }
+        if switch_at is not None:
+            metrics["switch_step"] = float(switch_at) * self._total_rounds(total)
+        if hint_latency:
+            metrics["hint_latency_p50_ms"] = float(np.percentile(hint_latency, 50))
+            metrics["hint_latency_p99_ms"] = float(np.percentile(hint_latency, 99))
+        if review_latency:
+            metrics["review_latency_p99_ms"] = float(np.percentile(review_latency, 99))
+        mean_return = self._mean_return()
+        if mean_return is not None:
+            metrics["mean_return"] = mean_return
+        return metrics
+
+    def _total_rounds(self, fallback: float) -> float:
+        schedule = self.state.get("schedule", "")
+        marker = "total="
+        if marker in schedule:
+            return float(schedule.split(marker)[1].split(",")[0].rstrip(")"))
+        return fallback
+
+    # --- review credit --------------------------------------------------------------------
+
+    def _buffer(self) -> Any:
+        return getattr(self.model, "rollout_buffer", None) or getattr(self.model, "replay_buffer")
+
+    def _track_credit(self) -> None:
+        buffer = self._buffer()
+        infos, dones = self.locals["infos"], self.locals["dones"]
+        for env_index, (info, done) in enumerate(zip(infos, dones, strict=True)):
+            self._positions[env_index].append((self._rollout, buffer.pos))
+            credit = (info.get("feedback") or {}).get("credit")
+            if credit:
+                positions = self._positions[env_index]
+                offset = len(positions) - (credit["start"] + len(credit["values"]))
+                for k, value in enumerate(credit["values"]):
+                    rollout, position = positions[offset + credit["start"] + k]
+                    if value and self._still_stored(rollout, position, buffer):
+                        self._pending.append((position, env_index, float(value)))
+            if done:
+                self._positions[env_index] = []
+
+    def _still_stored(self, rollout: int, position: int, buffer: Any) -> bool:
+        if isinstance(buffer, (ReplayBuffer, DictReplayBuffer)):
+            return True  # overwritten slots are only those older than buffer_size
+        return rollout == self._rollout
+
+    def _apply_credit(self) -> None:
+        buffer = self._buffer()
+        for position, env_index, value in self._pending:
+            buffer.rewards[position, env_index] += value
+        self.credit_applied += len(self._pending)
+        self._pending = []
+        if hasattr(self.model, "rollout_buffer") and self.model.rollout_buffer is buffer:
+            import torch
+
+            last_values = self.locals["values"]
+            if not isinstance(last_values, torch.Tensor):
+                last_values = torch.as_tensor(last_values)
+            buffer.compute_returns_and_advantage(
+                last_values=last_values, dones=self.locals["dones"]
+            )

@@ -1,0 +1,312 @@
+"""``feedbackgym compare``: every arm × seed as parallel runs, one results table, learning curves.
+
+Outputs in ``--out``::
+
+    config.json        the full comparison config
+    runs/ARM-seedS/    each run (see feedbackgym.baselines.runner): TensorBoard logs,
+                       curve.csv, versioned checkpoints, state.json
+    results.csv        per arm: success (mean, 95% CI), steps to 50% / 80%, final return,
+    results.md         success before and after the switch, success with hints masked
+    curves.png         validation success over training, phases shaded
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import multiprocessing
+from collections.abc import Sequence
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from feedbackgym.baselines.arms import ArmSettings
+from feedbackgym.schedules import ARMS
+
+__all__ = ["ComparisonConfig", "QUICK", "run_comparison", "summarize_runs"]
+
+# Two-sided 95% Student t quantiles by degrees of freedom (normal beyond 30).
+_T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26}
+_T95.update({df: 2.23 - 0.0055 * (df - 10) for df in range(10, 31)})
+
+
+@dataclass
+class ComparisonConfig:
+    """A comparison: which env, arms, seeds and budget.
+
+    Attributes:
+        env_id: The env.
+        arms: Arms to compare (see :data:`feedbackgym.schedules.ARMS`).
+        seeds: Seeds per arm.
+        steps: Env steps per run.
+        out: Output directory.
+        jobs: Runs in parallel (processes).
+        n_envs: Envs per run.
+        n_steps: Steps per env per round.
+        eval_every: Rounds between validations.
+        eval_episodes: Validation seeds per validation.
+        bc_episodes: Expert episodes for a behaviour-cloning warm-up (0: none).
+        switch_at: Where the fade starts, as a fraction of training.
+        fade: Fade length in rounds.
+        env_kwargs: Keyword arguments for ``gym.make``.
+    """
+
+    env_id: str
+    arms: list[str]
+    seeds: int
+    steps: int
+    out: str
+    jobs: int = 1
+    n_envs: int = 8
+    n_steps: int = 128
+    eval_every: int = 4
+    eval_episodes: int = 30
+    bc_episodes: int = 0
+    switch_at: float = 0.4
+    fade: float = 5
+    env_kwargs: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        unknown = [a for a in self.arms if a not in ARMS]
+        if unknown or not self.arms:
+            raise ValueError(f"unknown arms {unknown}; choose from {', '.join(ARMS)}")
+        if self.seeds < 1 or self.steps < self.n_envs * self.n_steps or self.jobs < 1:
+            raise ValueError(
+                "need seeds >= 1, jobs >= 1 and steps >= n_envs * n_steps "
+                f"({self.n_envs * self.n_steps})"
+            )
+
+    def run_configs(self) -> list[Any]:
+        """One :class:`~feedbackgym.baselines.runner.RunConfig` per arm and seed."""
+        from feedbackgym.baselines.runner import RunConfig
+
+        rounds = max(1, self.steps // (self.n_envs * self.n_steps))
+        settings = ArmSettings(
+            total_rounds=rounds,
+            switch_at=self.switch_at,
+            fade=self.fade,
+            env_kwargs=dict(self.env_kwargs or {}),
+        )
+        return [
+            RunConfig(
+                env_id=self.env_id,
+                arm=arm,
+                seed=seed,
+                total_steps=self.steps,
+                out_dir=str(Path(self.out) / "runs" / f"{arm}-seed{seed}"),
+                n_envs=self.n_envs,
+                n_steps=self.n_steps,
+                eval_every=self.eval_every,
+                eval_episodes=self.eval_episodes,
+                bc_episodes=self.bc_episodes,
+                settings=settings,
+            )
+            for arm in self.arms
+            for seed in range(self.seeds)
+        ]
+
+
+QUICK = {
+    "env_id": "feedbackgym/OpsIncidentEasy-v0",
+    "arms": ["sparse", "shaping", "guide-then-review"],
+    "seeds": 2,
+    "steps": 61_440,
+    "eval_every": 3,
+    "eval_episodes": 20,
+}
+"""The ``--quick`` comparison (the README's main job): a few minutes on 2 cores."""
+
+
+def _run_one(config: Any, resume: bool, queue: Any) -> dict[str, Any]:
+    from feedbackgym.baselines.runner import train_run
+
+    def progress(steps: int) -> None:
+        queue.put((config.out_dir, steps))
+
+    return train_run(config, resume=resume, progress=progress)
+
+
+def run_comparison(
+    config: ComparisonConfig, *, resume: bool = False, show_progress: bool = True
+) -> list[dict[str, Any]]:
+    """Runs every arm × seed (``jobs`` at a time), then writes the table and the plot.
+
+    Returns:
+        The results table rows, one per arm.
+    """
+    out = Path(config.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(asdict(config), indent=2, sort_keys=True))
+    runs = config.run_configs()
+    context = multiprocessing.get_context("spawn")
+    with context.Manager() as manager:
+        queue = manager.Queue()
+        bar = _progress_bar(len(runs) * config.steps, show_progress)
+        done: dict[str, int] = {}
+        with ProcessPoolExecutor(max_workers=config.jobs, mp_context=context) as pool:
+            pending = {pool.submit(_run_one, run, resume, queue) for run in runs}
+            while pending:
+                finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    future.result()  # re-raise a run's error here
+                while not queue.empty():
+                    run_dir, steps = queue.get()
+                    done[run_dir] = steps
+                if bar is not None:
+                    bar.n = sum(done.values())
+                    bar.refresh()
+        if bar is not None:
+            bar.close()
+    rows = summarize_runs(out, runs)
+    _write_tables(out, rows)
+    plot_curves(out, runs, config)
+    return rows
+
+
+def _progress_bar(total: int, show: bool) -> Any:
+    if not show:
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, unit="step", desc="compare", unit_scale=True)
+
+
+def _ci95(values: Sequence[float]) -> float:
+    n = len(values)
+    if n < 2:
+        return float("nan")
+    t = _T95.get(n - 1, 1.96)
+    return float(t * np.std(values, ddof=1) / math.sqrt(n))
+
+
+def _steps_to(curve: dict[str, np.ndarray], threshold: float) -> float:
+    reached = np.nonzero(curve["success"] >= threshold)[0]
+    return float(curve["step"][reached[0]]) if len(reached) else float("nan")
+
+
+def summarize_runs(out: Path, runs: Sequence[Any]) -> list[dict[str, Any]]:
+    """Aggregates the runs' curves per arm into the results table rows."""
+    from feedbackgym.baselines.runner import read_curve
+
+    by_arm: dict[str, list[dict[str, np.ndarray]]] = {}
+    for run in runs:
+        by_arm.setdefault(run.arm, []).append(read_curve(run.out_dir))
+    rows = []
+    for arm, curves in by_arm.items():
+        final = [float(c["success"][-1]) for c in curves]
+        unguided = [float(c["success_unguided"][-1]) for c in curves]
+        to50 = [_steps_to(c, 0.5) for c in curves]
+        to80 = [_steps_to(c, 0.8) for c in curves]
+        before, after = _around_switch(curves)
+        rows.append(
+            {
+                "arm": arm,
+                "seeds": len(curves),
+                "success": float(np.mean(final)),
+                "success_ci95": _ci95(final),
+                "success_unguided": float(np.mean(unguided)),
+                "steps_to_50": _mean_reached(to50),
+                "reached_50": sum(not math.isnan(s) for s in to50),
+                "steps_to_80": _mean_reached(to80),
+                "reached_80": sum(not math.isnan(s) for s in to80),
+                "final_return": float(np.mean([c["mean_return"][-1] for c in curves])),
+                "success_before_switch": before,
+                "success_after_switch": after,
+            }
+        )
+    return rows
+
+
+def _mean_reached(steps: Sequence[float]) -> float:
+    reached = [s for s in steps if not math.isnan(s)]
+    return float(np.mean(reached)) if reached else float("nan")
+
+
+def _around_switch(curves: Sequence[dict[str, np.ndarray]]) -> tuple[float, float]:
+    """Success at the last validation before the fade, and the mean after the fade ends."""
+    before, after = [], []
+    for curve in curves:
+        phases = list(curve["phase"])
+        if "fade" not in phases and len(set(phases)) < 2:
+            return float("nan"), float("nan")
+        first_phase = phases[0]
+        pre = [s for s, p in zip(curve["success"], phases, strict=True) if p == first_phase]
+        post = [
+            s
+            for s, p in zip(curve["success"], phases, strict=True)
+            if p not in (first_phase, "fade")
+        ]
+        if pre and post:
+            before.append(pre[-1])
+            after.append(float(np.mean(post)))
+    if not before:
+        return float("nan"), float("nan")
+    return float(np.mean(before)), float(np.mean(after))
+
+
+def _fmt(value: float, spec: str) -> str:
+    return "n/a" if isinstance(value, float) and math.isnan(value) else format(value, spec)
+
+
+def _write_tables(out: Path, rows: list[dict[str, Any]]) -> None:
+    with (out / "results.csv").open("w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    lines = [
+        "| arm | seeds | success (95% CI) | hints masked | steps to 50% | steps to 80% "
+        "| final return | before switch | after switch |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['arm']} | {r['seeds']} "
+            f"| {r['success']:.0%} ± {_fmt(r['success_ci95'] * 100, '.0f')} "
+            f"| {r['success_unguided']:.0%} "
+            f"| {_fmt(r['steps_to_50'], ',.0f')} ({r['reached_50']}/{r['seeds']}) "
+            f"| {_fmt(r['steps_to_80'], ',.0f')} ({r['reached_80']}/{r['seeds']}) "
+            f"| {r['final_return']:.2f} | {_fmt(r['success_before_switch'], '.0%')} "
+            f"| {_fmt(r['success_after_switch'], '.0%')} |"
+        )
+    (out / "results.md").write_text("\n".join(lines) + "\n")
+
+
+def plot_curves(out: Path, runs: Sequence[Any], config: ComparisonConfig) -> Path:
+    """Plots mean validation success per arm (min-max band), guide and fade phases shaded."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from feedbackgym.baselines.runner import read_curve
+
+    figure, axis = plt.subplots(figsize=(8, 4.5))
+    steps_per_round = config.n_envs * config.n_steps
+    rounds = max(1, config.steps // steps_per_round)
+    switch = config.switch_at * rounds * steps_per_round
+    fade_end = switch + config.fade * steps_per_round
+    axis.axvspan(0, switch, color="tab:green", alpha=0.08, label="guide (two-phase arms)")
+    axis.axvspan(switch, fade_end, color="tab:orange", alpha=0.12, label="fade")
+    for arm in dict.fromkeys(run.arm for run in runs):
+        curves = [read_curve(r.out_dir) for r in runs if r.arm == arm]
+        length = min(len(c["step"]) for c in curves)
+        steps = curves[0]["step"][:length]
+        success = np.stack([c["success"][:length] for c in curves])
+        axis.plot(steps, success.mean(axis=0), label=arm)
+        axis.fill_between(steps, success.min(axis=0), success.max(axis=0), alpha=0.15)
+    axis.set_xlabel("env steps")
+    axis.set_ylabel("validation success")
+    axis.set_ylim(-0.02, 1.02)
+    axis.set_title(f"{config.env_id}: {config.seeds} seeds per arm")
+    axis.legend(loc="upper left", fontsize=8)
+    figure.tight_layout()
+    path = out / "curves.png"
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path

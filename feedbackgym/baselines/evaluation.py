@@ -1,0 +1,89 @@
+"""Validation: a policy on held-out seeds in the current feedback phase, hints shown and masked."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+__all__ = ["Evaluation", "evaluate_policy", "validation_seeds"]
+
+Policy = Callable[[Any], int]
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """What a policy achieved on the validation seeds.
+
+    Attributes:
+        success: Success rate with the feedback the schedule gives now.
+        success_unguided: Success rate with hints masked (guide weight 0).
+        mean_return: Mean env return (without shaping) with the scheduled feedback.
+        mean_length: Mean episode length with the scheduled feedback.
+    """
+
+    success: float
+    success_unguided: float
+    mean_return: float
+    mean_length: float
+
+    @property
+    def reliance(self) -> float:
+        """How much success depends on the hints: success shown minus success masked."""
+        return self.success - self.success_unguided
+
+
+FALLBACK_SEED_START = 10_000_000
+"""Validation seeds of envs without held-out seeds of their own start here."""
+
+
+def validation_seeds(env: gym.Env[Any, Any], count: int) -> list[int]:
+    """The env's held-out ``validation_seeds``, or a fixed high range when it has none."""
+    try:
+        seeds = list(env.get_wrapper_attr("validation_seeds"))
+    except AttributeError:
+        seeds = list(range(FALLBACK_SEED_START, FALLBACK_SEED_START + count))
+    return seeds[:count]
+
+
+def _play(
+    env: gym.Env[Any, Any], policy: Policy, seeds: Sequence[int]
+) -> tuple[float, float, float]:
+    successes, returns, lengths = [], [], []
+    for seed in seeds:
+        obs, info = env.reset(seed=seed)
+        total, length, done = 0.0, 0, False
+        while not done:
+            obs, reward, terminated, truncated, info = env.step(policy(obs))
+            total += float(info.get("env_reward", reward))
+            length += 1
+            done = terminated or truncated
+        successes.append(bool(info.get("is_success", False)))
+        returns.append(total)
+        lengths.append(length)
+    return float(np.mean(successes)), float(np.mean(returns)), float(np.mean(lengths))
+
+
+def evaluate_policy(
+    env: gym.Env[Any, Any], policy: Policy, seeds: Sequence[int], progress: float
+) -> Evaluation:
+    """Evaluates ``policy`` on ``seeds`` at schedule ``progress``, hints shown and masked.
+
+    Args:
+        env: The arm's env stack (outermost :class:`~feedbackgym.wrappers.FadeGuideToReview`).
+        policy: Maps an observation to an action.
+        seeds: Validation seeds.
+        progress: The schedule progress to evaluate at.
+    """
+    state = env.get_wrapper_attr("set_progress")(progress)
+    success, mean_return, mean_length = _play(env, policy, seeds)
+    if state["guide_weight"] == 0:
+        unguided = success
+    else:
+        env.get_wrapper_attr("mask_hints")(True)
+        unguided = _play(env, policy, seeds)[0]
+        env.get_wrapper_attr("mask_hints")(False)
+    return Evaluation(success, unguided, mean_return, mean_length)

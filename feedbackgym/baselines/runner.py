@@ -1,0 +1,302 @@
+"""One training run of one arm: SB3 PPO with the feedback stack, validation, checkpoints, resume.
+
+A run directory holds::
+
+    config.json          the RunConfig
+    tb/                  TensorBoard logs (SB3's rollout/ and train/, our feedback/)
+    curve.csv            step, round, phase, validation success (scheduled and unguided), return
+    checkpoints/round_NNNN.zip   a versioned checkpoint every round
+    checkpoints/best.zip         the checkpoint with the best validation success (rollback target)
+    state.json           the last completed round, its timestep count and the best round
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from feedbackgym.baselines.arms import ArmSettings, make_arm_env
+from feedbackgym.baselines.evaluation import Evaluation, evaluate_policy, validation_seeds
+from feedbackgym.errors import DependencyNotInstalled
+
+try:
+    import torch
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import BaseCallback, CallbackList
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor
+except ImportError as error:
+    raise DependencyNotInstalled.for_extra("stable_baselines3", "baselines") from error
+
+from feedbackgym.baselines.callbacks import FeedbackCallback
+
+__all__ = ["CURVE_FIELDS", "RunConfig", "rollback", "train_run"]
+
+CURVE_FIELDS = (
+    "step",
+    "round",
+    "phase",
+    "success",
+    "success_unguided",
+    "mean_return",
+    "mean_length",
+)
+
+
+@dataclass
+class RunConfig:
+    """Everything one run needs, stored as ``config.json`` in its directory.
+
+    Attributes:
+        env_id: The env to train on.
+        arm: The comparison arm (see :mod:`feedbackgym.baselines.arms`).
+        seed: The run's seed (training seeds stay below the validation seeds).
+        total_steps: Env steps to train for.
+        out_dir: The run directory.
+        n_envs: Parallel envs.
+        n_steps: Steps per env per round (PPO rollout length).
+        subprocess: Run the envs in subprocess workers (``SubprocVecEnv``).
+        eval_every: Rounds between validations.
+        eval_episodes: Validation seeds per validation.
+        review_credit: Redistribute review credit into PPO's rollout buffer.
+        bc_episodes: Expert episodes for a behaviour-cloning warm-up (0: none).
+        learning_rate: PPO's learning rate.
+        ent_coef: PPO's entropy coefficient.
+        net_arch: Hidden layer sizes of the policy and value networks.
+        settings: Feedback settings shared by the arms.
+    """
+
+    env_id: str
+    arm: str
+    seed: int
+    total_steps: int
+    out_dir: str
+    n_envs: int = 8
+    n_steps: int = 128
+    subprocess: bool = False
+    eval_every: int = 4
+    eval_episodes: int = 30
+    review_credit: bool = True
+    bc_episodes: int = 0
+    learning_rate: float = 3e-4
+    ent_coef: float = 0.01
+    net_arch: list[int] = field(default_factory=lambda: [128, 128])
+    settings: ArmSettings = field(default_factory=ArmSettings)
+
+    @property
+    def rounds(self) -> int:
+        """Training rounds (PPO rollouts)."""
+        return max(1, self.total_steps // (self.n_envs * self.n_steps))
+
+    def to_json(self) -> str:
+        """The config as JSON."""
+        return json.dumps(asdict(self), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> RunConfig:
+        """Reads a config written by :meth:`to_json`."""
+        data = json.loads(text)
+        data["settings"] = ArmSettings(**data["settings"])
+        return cls(**data)
+
+
+class _RoundCallback(BaseCallback):
+    """Validates every ``eval_every`` rounds, writes the curve, saves versioned checkpoints."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        feedback: FeedbackCallback,
+        progress: Callable[[int], None] | None,
+    ) -> None:
+        super().__init__()
+        self.config = config
+        self.feedback = feedback
+        self.report_progress = progress
+        self.run_dir = Path(config.out_dir)
+        self.eval_env = make_arm_env(config.env_id, config.arm, config.settings)
+        self.seeds = validation_seeds(self.eval_env, config.eval_episodes)
+        state = _read_state(self.run_dir)
+        self.best = state.get("best_success", -1.0)
+
+    def _on_step(self) -> bool:
+        return True
+
+    def _on_rollout_end(self) -> None:
+        finished = self.feedback.round - 1  # FeedbackCallback has already counted this round
+        checkpoints = self.run_dir / "checkpoints"
+        checkpoints.mkdir(parents=True, exist_ok=True)
+        self.model.save(checkpoints / f"round_{finished:04d}.zip")
+        last = finished + 1 >= self.config.rounds
+        state = _read_state(self.run_dir)
+        if finished % self.config.eval_every == 0 or last:
+            evaluation = self.validate(finished + 1)
+            if evaluation.success > self.best:
+                self.best = evaluation.success
+                shutil.copyfile(checkpoints / f"round_{finished:04d}.zip", checkpoints / "best.zip")
+                state["best_round"] = finished
+            state["best_success"] = self.best
+        state.update(round=finished, timesteps=int(self.model.num_timesteps))
+        _write_state(self.run_dir, state)
+        if self.report_progress is not None:
+            self.report_progress(int(self.model.num_timesteps))
+
+    def validate(self, progress: float) -> Evaluation:
+        """Evaluates the current policy on the validation seeds and appends to the curve."""
+
+        def policy(obs: Any) -> int:
+            action, _ = self.model.predict(obs, deterministic=False)
+            return int(action)
+
+        # The policy is sampled (argmax policies loop on repeated inspections), with a fixed
+        # torch seed so that a validation is reproducible.
+        with torch.random.fork_rng():
+            torch.manual_seed(self.config.seed)
+            evaluation = evaluate_policy(self.eval_env, policy, self.seeds, progress)
+        phase = self.eval_env.get_wrapper_attr("feedback_state")()["phase"]
+        row = {
+            "step": int(self.model.num_timesteps),
+            "round": int(progress),
+            "phase": phase,
+            "success": evaluation.success,
+            "success_unguided": evaluation.success_unguided,
+            "mean_return": evaluation.mean_return,
+            "mean_length": evaluation.mean_length,
+        }
+        _append_curve(self.run_dir / "curve.csv", row)
+        self.logger.record("feedback/validation_success", evaluation.success)
+        self.logger.record("feedback/validation_success_unguided", evaluation.success_unguided)
+        self.logger.record("feedback/hint_reliance", evaluation.reliance)
+        return evaluation
+
+
+def _append_curve(path: Path, row: dict[str, Any]) -> None:
+    new = not path.exists()
+    with path.open("a", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=CURVE_FIELDS)
+        if new:
+            writer.writeheader()
+        writer.writerow(row)
+
+
+def _read_state(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / "state.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def _write_state(run_dir: Path, state: dict[str, Any]) -> None:
+    tmp = run_dir / "state.json.tmp"
+    tmp.write_text(json.dumps(state, indent=2))
+    tmp.replace(run_dir / "state.json")  # atomic: a crash never leaves half a state file
+
+
+def _make_vec_env(config: RunConfig) -> VecMonitor:
+    def make() -> Any:
+        return make_arm_env(config.env_id, config.arm, config.settings)
+
+    vec_cls = SubprocVecEnv if config.subprocess else DummyVecEnv
+    venv = vec_cls([make] * config.n_envs)
+    venv.seed(config.seed)
+    return VecMonitor(venv, info_keywords=("is_success",))
+
+
+def train_run(
+    config: RunConfig,
+    *,
+    resume: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    """Trains one arm with one seed; returns the run's final state.
+
+    Args:
+        config: The run's settings; its ``out_dir`` receives every output.
+        resume: Continue from the last checkpoint in ``out_dir`` when there is one.
+        progress: Called with the timestep count after each round.
+    """
+    torch.set_num_threads(1)
+    run_dir = Path(config.out_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    state = _read_state(run_dir) if resume else {}
+    if not resume:
+        for stale in ("curve.csv", "state.json"):
+            (run_dir / stale).unlink(missing_ok=True)
+        shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
+    (run_dir / "config.json").write_text(config.to_json())
+    venv = _make_vec_env(config)
+    first_round = state.get("round", -1) + 1
+    try:
+        if first_round > 0:
+            model = PPO.load(
+                run_dir / "checkpoints" / f"round_{first_round - 1:04d}.zip", env=venv, device="cpu"
+            )
+        else:
+            model = PPO(
+                "MultiInputPolicy",
+                venv,
+                n_steps=config.n_steps,
+                batch_size=min(256, config.n_steps * config.n_envs),
+                learning_rate=config.learning_rate,
+                ent_coef=config.ent_coef,
+                gamma=config.settings.gamma,
+                policy_kwargs={"net_arch": list(config.net_arch)},
+                tensorboard_log=str(run_dir / "tb"),
+                seed=config.seed,
+                device="cpu",
+            )
+            if config.bc_episodes:
+                from feedbackgym.baselines.bc import clone_expert
+
+                clone_expert(
+                    model.policy,
+                    make_arm_env(config.env_id, config.arm, config.settings),
+                    config.bc_episodes,
+                    seed=config.seed,
+                )
+        feedback = FeedbackCallback(
+            first_round=max(first_round, 0), review_credit=config.review_credit
+        )
+        rounds = _RoundCallback(config, feedback, progress)
+        remaining = (config.rounds - max(first_round, 0)) * config.n_envs * config.n_steps
+        if remaining > 0:
+            model.learn(
+                remaining,
+                callback=CallbackList([feedback, rounds]),
+                reset_num_timesteps=first_round <= 0,
+                tb_log_name=f"{config.arm}_seed{config.seed}",
+            )
+    finally:
+        venv.close()
+    final = _read_state(run_dir)
+    final["alerts"] = list(feedback.alert.fired)
+    _write_state(run_dir, final)
+    return final
+
+
+def rollback(run_dir: str | Path) -> PPO:
+    """Loads the run's best checkpoint (by validation success): the rollback target.
+
+    Raises:
+        FileNotFoundError: The run has no best checkpoint yet.
+    """
+    best = Path(run_dir) / "checkpoints" / "best.zip"
+    if not best.exists():
+        raise FileNotFoundError(f"{run_dir} has no best checkpoint yet")
+    return PPO.load(best, device="cpu")
+
+
+def read_curve(run_dir: str | Path) -> dict[str, np.ndarray]:
+    """Reads a run's ``curve.csv`` into arrays (``phase`` as strings)."""
+    with (Path(run_dir) / "curve.csv").open() as file:
+        rows = list(csv.DictReader(file))
+    return {
+        key: np.array([r[key] for r in rows])
+        if key == "phase"
+        else np.array([float(r[key]) for r in rows])
+        for key in CURVE_FIELDS
+    }
