@@ -76,13 +76,13 @@ def fit_log_prob(
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-            losses.append(float(loss))
+            losses.append(loss.item())
         loss_value = float(np.mean(losses))
     return loss_value
 
 
 def clone_expert(
-    policy: Any, env: gym.Env[Any, Any], episodes: int, *, seed: int = 0, epochs: int = 20
+    policy: Any, env: gym.Env[Any, Any], episodes: int, *, seed: int = 0, epochs: int = 30
 ) -> float:
     """Pre-trains an SB3 actor-critic ``policy`` on ``episodes`` expert episodes in ``env``.
 

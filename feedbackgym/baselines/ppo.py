@@ -351,7 +351,7 @@ def _update(
                 ("value_loss", value_loss),
                 ("entropy", entropy.mean()),
             ):
-                stats[key].append(float(value_))
+                stats[key].append(value_.item())
     return {key: float(np.mean(values)) for key, values in stats.items()}
 
 

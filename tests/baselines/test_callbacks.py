@@ -1,0 +1,105 @@
+import logging
+
+import numpy as np
+import pytest
+from stable_baselines3 import DQN, PPO
+from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor
+
+from feedbackgym.baselines.arms import ArmSettings, make_arm_env
+from feedbackgym.baselines.callbacks import FeedbackCallback, RewardDropAlert
+
+SETTINGS = ArmSettings(total_rounds=4, fade=1, env_kwargs={"difficulty": "easy"})
+
+
+def make_env(arm="guide-then-review"):
+    return lambda: make_arm_env("feedbackgym/OpsIncident-v0", arm, SETTINGS)
+
+
+def test_alert_fires_on_a_synthetic_reward_drop(caplog):
+    fired = []
+    alert = RewardDropAlert(hook=lambda round_, message: fired.append((round_, message)))
+    with caplog.at_level(logging.WARNING):
+        results = [alert.update(r, v) for r, v in enumerate([1.0, 1.0, 0.7, 0.5, 0.35, 0.34])]
+    assert results == [False, False, False, False, True, False]
+    assert fired[0][0] == 4 and "lengthen the fade" in fired[0][1] and "20%" in caplog.text
+    steady = RewardDropAlert()
+    assert not any(steady.update(r, v) for r, v in enumerate([1.0, 0.85, 0.7, 0.6, 0.5]))
+    with pytest.raises(ValueError):
+        RewardDropAlert(drop=1.5)
+
+
+def test_progress_reaches_subprocess_envs_and_feedback_tags_reach_tensorboard(tmp_path):
+    event_accumulator = pytest.importorskip(
+        "tensorboard.backend.event_processing.event_accumulator"
+    )
+    venv = VecMonitor(SubprocVecEnv([make_env()] * 2), info_keywords=("is_success",))
+    try:
+        model = PPO(
+            "MultiInputPolicy",
+            venv,
+            n_steps=32,
+            batch_size=64,
+            n_epochs=1,
+            policy_kwargs={"net_arch": [8]},
+            tensorboard_log=str(tmp_path),
+            seed=0,
+        )
+        callback = FeedbackCallback()
+        model.learn(256, callback=callback, tb_log_name="run")
+        states = venv.env_method("feedback_state")
+        assert [s["progress"] for s in states] == [3.0, 3.0]
+        assert [s["phase"] for s in states] == ["review", "review"]
+    finally:
+        venv.close()
+    accumulator = event_accumulator.EventAccumulator(str(tmp_path / "run_1"))
+    accumulator.Reload()
+    tags = set(accumulator.Tags()["scalars"])
+    for tag in (
+        "phase",
+        "guide_weight",
+        "review_weight",
+        "hints_per_episode",
+        "reviews_per_round",
+        "switch_step",
+        "hint_latency_p50_ms",
+        "hint_latency_p99_ms",
+    ):
+        assert f"feedback/{tag}" in tags, tag
+    phases = [e.value for e in accumulator.Scalars("feedback/phase")]
+    assert phases[0] == 1.0 and phases[-1] == 3.0  # guide ... review
+
+
+def test_review_credit_reaches_the_ppo_rollout_buffer():
+    venv = VecMonitor(DummyVecEnv([make_env("review")] * 2))
+    model = PPO(
+        "MultiInputPolicy",
+        venv,
+        n_steps=64,
+        batch_size=64,
+        n_epochs=1,
+        policy_kwargs={"net_arch": [8]},
+        seed=0,
+    )
+    callback = FeedbackCallback(review_credit=True)
+    model.learn(256, callback=callback)
+    assert callback.credit_applied > 0
+    assert np.isfinite(model.rollout_buffer.advantages).all()
+
+
+def test_review_credit_relabels_the_dqn_replay_buffer():
+    venv = VecMonitor(DummyVecEnv([make_env("review")]))
+    model = DQN(
+        "MultiInputPolicy",
+        venv,
+        learning_starts=50,
+        buffer_size=1000,
+        train_freq=16,
+        policy_kwargs={"net_arch": [8]},
+        seed=0,
+    )
+    before = []
+    callback = FeedbackCallback(review_credit=True, on_round=lambda r, m: before.append(r))
+    model.learn(300, callback=callback)
+    assert callback.credit_applied > 0 and before
+    rewards = model.replay_buffer.rewards[: model.replay_buffer.pos, 0]
+    assert (rewards < 0).any()  # harmful steps were marked down

@@ -1,0 +1,59 @@
+import csv
+import subprocess
+import sys
+
+from feedbackgym.baselines.compare import ComparisonConfig, run_comparison
+
+
+def test_compare_writes_every_output(tmp_path):
+    config = ComparisonConfig(
+        env_id="feedbackgym/OpsIncidentEasy-v0",
+        arms=["sparse", "guide-then-review"],
+        seeds=1,
+        steps=256,
+        out=str(tmp_path),
+        jobs=2,
+        n_envs=2,
+        n_steps=32,
+        eval_every=2,
+        eval_episodes=2,
+        fade=1,
+    )
+    rows = run_comparison(config, show_progress=False)
+    assert [r["arm"] for r in rows] == ["sparse", "guide-then-review"]
+    for name in ("config.json", "results.csv", "results.md", "curves.png"):
+        assert (tmp_path / name).stat().st_size > 0, name
+    with (tmp_path / "results.csv").open() as file:
+        table = list(csv.DictReader(file))
+    assert {
+        "success",
+        "success_ci95",
+        "steps_to_50",
+        "steps_to_80",
+        "final_return",
+        "success_before_switch",
+        "success_after_switch",
+    } <= set(table[0])
+    for arm in config.arms:
+        for seed in range(1):
+            run = tmp_path / "runs" / f"{arm}-seed{seed}"
+            assert (run / "curve.csv").exists() and any((run / "tb").rglob("events.out.*"))
+    markdown = (tmp_path / "results.md").read_text()
+    assert markdown.startswith("| arm |") and "guide-then-review" in markdown
+
+
+def test_compare_command_rejects_bad_input(tmp_path):
+    def run(*args):
+        return subprocess.run(
+            [sys.executable, "-m", "feedbackgym", "compare", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    bad_arm = run("--quick", "--arms", "sparse,teacher", "--out", str(tmp_path))
+    assert bad_arm.returncode == 2 and "unknown arms" in bad_arm.stderr
+    missing = run("--env", "feedbackgym/OpsIncidentEasy-v0")
+    assert missing.returncode == 2 and "--arms" in missing.stderr
+    bad_env = run("--quick", "--env", "feedbackgym/Nope-v0", "--out", str(tmp_path))
+    assert bad_env.returncode == 2 and "unknown env id" in bad_env.stderr

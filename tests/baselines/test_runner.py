@@ -1,0 +1,67 @@
+import json
+
+import pytest
+
+from feedbackgym.baselines.arms import ArmSettings
+from feedbackgym.baselines.runner import RunConfig, read_curve, rollback, train_run
+from feedbackgym.schedules import ARMS
+
+
+def _config(tmp_path, arm="guide-then-review", steps=256, net_arch=(8,), **kwargs):
+    settings = ArmSettings(total_rounds=steps // 64, fade=1, env_kwargs={"difficulty": "easy"})
+    return RunConfig(
+        env_id="feedbackgym/OpsIncident-v0",
+        arm=arm,
+        seed=0,
+        total_steps=steps,
+        out_dir=str(tmp_path / arm),
+        n_envs=2,
+        n_steps=32,
+        eval_every=2,
+        eval_episodes=2,
+        net_arch=list(net_arch),
+        settings=settings,
+        **kwargs,
+    )
+
+
+@pytest.mark.parametrize("arm", ARMS)
+def test_each_arm_trains_validates_and_checkpoints(tmp_path, arm):
+    config = _config(tmp_path, arm)
+    state = train_run(config)
+    run = tmp_path / arm
+    assert state["round"] == 3 and state["timesteps"] == 256
+    assert sorted(p.name for p in (run / "checkpoints").glob("round_*.zip")) == [
+        f"round_{i:04d}.zip" for i in range(4)
+    ]
+    assert (run / "checkpoints" / "best.zip").exists()
+    curve = read_curve(run)
+    assert (
+        list(curve["round"]) == [1.0, 3.0, 4.0]
+        and ((0 <= curve["success"]) & (curve["success"] <= 1)).all()
+    )
+    assert RunConfig.from_json((run / "config.json").read_text()) == config
+    assert any((run / "tb").rglob("events.out.tfevents.*"))
+
+
+def test_resume_continues_from_the_last_checkpoint_and_rollback_loads_the_best(tmp_path):
+    first = _config(tmp_path, steps=128)
+    train_run(first)
+    longer = _config(tmp_path, steps=256)
+    state = train_run(longer, resume=True)
+    assert state["round"] == 3 and state["timesteps"] == 256
+    rounds = list(read_curve(tmp_path / "guide-then-review")["round"])
+    assert rounds == [1.0, 2.0, 3.0, 4.0]  # the first run's validations are kept
+    model = rollback(tmp_path / "guide-then-review")
+    assert model.policy is not None
+    with pytest.raises(FileNotFoundError):
+        rollback(tmp_path / "nothing")
+
+
+def test_behaviour_cloning_warm_up_learns_the_expert(tmp_path):
+    config = _config(tmp_path, "guide", steps=128, bc_episodes=100, net_arch=(128, 128))
+    config.eval_episodes = 10
+    train_run(config)
+    curve = read_curve(tmp_path / "guide")
+    assert curve["success"][0] >= 0.3  # from scratch this is ~0 after 64 steps
+    assert json.loads((tmp_path / "guide" / "config.json").read_text())["bc_episodes"] == 100
