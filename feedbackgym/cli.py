@@ -95,6 +95,9 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("--out", default="runs/compare", help="output directory")
     compare.add_argument("--bc-episodes", type=int, default=0, help="behaviour-cloning warm-up")
     compare.add_argument("--kwarg", action="append", default=[], metavar="KEY=VALUE")
+    compare.add_argument(
+        "--fixed-switch", action="store_true", help="no adaptive switch (default: return trend)"
+    )
     compare.add_argument("--quick", action="store_true", help="the short comparison (main job)")
     compare.add_argument("--resume", action="store_true", help="continue interrupted runs")
     compare.set_defaults(run=_cmd_compare)
@@ -255,6 +258,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         bc_episodes=args.bc_episodes,
         env_kwargs=_parse_kwargs(args.kwarg),
+        adaptive=None if args.fixed_switch else {"metric": "return"},
         **settings,
     )
     run_comparison(config, resume=args.resume)

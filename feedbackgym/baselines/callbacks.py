@@ -198,7 +198,8 @@ class FeedbackCallback(BaseCallback):
     # --- review credit --------------------------------------------------------------------
 
     def _buffer(self) -> Any:
-        return getattr(self.model, "rollout_buffer", None) or getattr(self.model, "replay_buffer")
+        model: Any = self.model
+        return getattr(model, "rollout_buffer", None) or model.replay_buffer
 
     def _track_credit(self) -> None:
         buffer = self._buffer()

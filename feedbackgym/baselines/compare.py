@@ -18,7 +18,7 @@ import math
 import multiprocessing
 from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -47,11 +47,13 @@ class ComparisonConfig:
         jobs: Runs in parallel (processes).
         n_envs: Envs per run.
         n_steps: Steps per env per round.
-        eval_every: Rounds between validations.
+        eval_every: Rounds between validations (``None``: about 15 per run).
         eval_episodes: Validation seeds per validation.
         bc_episodes: Expert episodes for a behaviour-cloning warm-up (0: none).
         switch_at: Where the fade starts, as a fraction of training.
         fade: Fade length in rounds.
+        adaptive: :class:`~feedbackgym.schedules.TrendRule` arguments that move the
+            switch from the training trend (default: the return trend), or ``None``.
         env_kwargs: Keyword arguments for ``gym.make``.
     """
 
@@ -63,11 +65,12 @@ class ComparisonConfig:
     jobs: int = 1
     n_envs: int = 8
     n_steps: int = 128
-    eval_every: int = 4
+    eval_every: int | None = None
     eval_episodes: int = 30
     bc_episodes: int = 0
     switch_at: float = 0.4
     fade: float = 5
+    adaptive: dict[str, Any] | None = field(default_factory=lambda: {"metric": "return"})
     env_kwargs: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
@@ -85,10 +88,12 @@ class ComparisonConfig:
         from feedbackgym.baselines.runner import RunConfig
 
         rounds = max(1, self.steps // (self.n_envs * self.n_steps))
+        eval_every = self.eval_every or max(1, rounds // 15)
         settings = ArmSettings(
             total_rounds=rounds,
             switch_at=self.switch_at,
             fade=self.fade,
+            adaptive=self.adaptive,
             env_kwargs=dict(self.env_kwargs or {}),
         )
         return [
@@ -100,7 +105,7 @@ class ComparisonConfig:
                 out_dir=str(Path(self.out) / "runs" / f"{arm}-seed{seed}"),
                 n_envs=self.n_envs,
                 n_steps=self.n_steps,
-                eval_every=self.eval_every,
+                eval_every=eval_every,
                 eval_episodes=self.eval_episodes,
                 bc_episodes=self.bc_episodes,
                 settings=settings,
@@ -115,7 +120,6 @@ QUICK = {
     "arms": ["sparse", "shaping", "guide-then-review"],
     "seeds": 2,
     "steps": 61_440,
-    "eval_every": 3,
     "eval_episodes": 20,
 }
 """The ``--quick`` comparison (the README's main job): a few minutes on 2 cores."""
@@ -156,7 +160,7 @@ def run_comparison(
                 while not queue.empty():
                     run_dir, steps = queue.get()
                     done[run_dir] = steps
-                if bar is not None:
+                if bar is not None and sum(done.values()) != bar.n:
                     bar.n = sum(done.values())
                     bar.refresh()
         if bar is not None:

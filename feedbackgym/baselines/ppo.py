@@ -9,8 +9,7 @@ CPU. Each iteration is a round: it calls ``set_progress(round)`` and
 
 Usage::
 
-    python -m feedbackgym.baselines.ppo --env feedbackgym/OpsIncidentEasy-v0 \\
-        --arm guide-then-review --total-timesteps 50000
+    python -m feedbackgym.baselines.ppo --env feedbackgym/OpsIncidentEasy-v0 --arm guide-then-review
 """
 
 from __future__ import annotations
@@ -102,7 +101,7 @@ def _vector_keys(space: gym.spaces.Dict) -> list[tuple[str, int]]:
     for key, sub in space.spaces.items():
         if isinstance(sub, gym.spaces.Text):
             continue
-        size = sub.n if isinstance(sub, gym.spaces.Discrete) else int(np.prod(sub.shape))
+        size = sub.n if isinstance(sub, gym.spaces.Discrete) else int(np.prod(sub.shape or ()))
         keys.append((key, int(size)))
     return keys
 
@@ -190,7 +189,7 @@ def _device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def make_vector_env(config: PPOConfig) -> gym.vector.VectorEnv[Any, Any, Any]:
+def make_vector_env(config: PPOConfig) -> Any:
     """The arm's stack in a sync or async vector env with same-step autoreset."""
     settings = ArmSettings(total_rounds=config.rounds, env_kwargs=dict(config.env_kwargs))
 
@@ -210,7 +209,7 @@ def train(
     device = _device(config.device)
     envs = make_vector_env(config)
     assert isinstance(envs.single_observation_space, gym.spaces.Dict)
-    agent = Agent(envs.single_observation_space, int(envs.single_action_space.n), config).to(device)  # type: ignore[attr-defined]
+    agent = Agent(envs.single_observation_space, int(envs.single_action_space.n), config).to(device)
     optimizer = torch.optim.Adam(agent.parameters(), lr=config.learning_rate, eps=1e-5)
     if config.bc_episodes:
         _clone_expert(agent, config, device)
@@ -243,7 +242,7 @@ def train(
 
 def _rollout(
     agent: Agent,
-    envs: gym.vector.VectorEnv[Any, Any, Any],
+    envs: Any,
     obs: dict[str, Any],
     config: PPOConfig,
     device: torch.device,

@@ -141,3 +141,30 @@ def seeded_rng(
     if seed is not None:
         return np.random.default_rng([seed, salt])
     return current if current is not None else np.random.default_rng()
+
+
+def checked_channels(
+    channels: tuple[str, ...] | list[str], allowed: tuple[str, ...]
+) -> tuple[str, ...]:
+    """``channels`` as a tuple; raises ``ValueError`` unless a non-empty subset of ``allowed``."""
+    if not channels or set(channels) - set(allowed):
+        raise ValueError(f"channels must be a non-empty subset of {allowed}, got {channels}")
+    return tuple(channels)
+
+
+def text_channel_space(space: spaces.Space[Any], extra: int) -> spaces.Space[Any]:
+    """The observation space with room for ``extra`` characters of feedback text.
+
+    Raises:
+        ValueError: The env has no text observation.
+    """
+    if text_subspace(space) is None:
+        raise ValueError("the 'text' channel needs a text observation (obs_mode='text' or 'both')")
+    return with_text_room(space, extra)
+
+
+def checked_probability(name: str, value: float) -> float:
+    """``value`` as a float; raises ``ValueError`` unless it is in ``[0, 1]``."""
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name} must be in [0, 1], got {value}")
+    return float(value)

@@ -15,12 +15,13 @@ from feedbackgym.feedback.guide import SubgoalGuide
 from feedbackgym.feedback.sources import make_source
 from feedbackgym.wrappers.common import (
     add_vector_fields,
+    checked_channels,
+    checked_probability,
     feedback_info,
     seeded_rng,
     subgoal_library,
-    text_subspace,
+    text_channel_space,
     with_appended_text,
-    with_text_room,
     with_vector_fields,
 )
 
@@ -95,23 +96,14 @@ class AddGuide(
             info_key=info_key,
         )
         gym.Wrapper.__init__(self, env)
-        unknown = set(channels) - set(GUIDE_CHANNELS)
-        if unknown or not channels:
-            raise ValueError(
-                f"channels must be a non-empty subset of {GUIDE_CHANNELS}, got {channels}"
-            )
-        self.channels = tuple(channels)
+        self.channels = checked_channels(channels, GUIDE_CHANNELS)
         self.max_subgoals = max_subgoals
         self.info_key = info_key
         self.configure(every=every, lookahead=lookahead, dropout=dropout)
         self.set_weight(weight)
         self._source = make_source(source, deadline_ms=deadline_ms)
         if "text" in self.channels:
-            if text_subspace(env.observation_space) is None:
-                raise ValueError(
-                    "the 'text' channel needs a text observation (obs_mode='text' or 'both')"
-                )
-            self.observation_space = with_text_room(env.observation_space, HINT_TEXT_LIMIT)
+            self.observation_space = text_channel_space(env.observation_space, HINT_TEXT_LIMIT)
         self._targets = _vocabulary(env, "target_vocabulary")
         self._kinds = _vocabulary(env, "subgoal_kinds")
         if "vector" in self.channels:
@@ -135,9 +127,7 @@ class AddGuide(
 
     def set_weight(self, weight: float) -> None:
         """Sets the probability that a due hint is given."""
-        if not 0.0 <= weight <= 1.0:
-            raise ValueError(f"guide weight must be in [0, 1], got {weight}")
-        self.weight = float(weight)
+        self.weight = checked_probability("guide weight", weight)
 
     def configure(self, *, every: int, lookahead: int, dropout: float) -> None:
         """Changes the guide density, lookahead and dropout (hot reload)."""

@@ -15,13 +15,14 @@ from feedbackgym.feedback.review import TrajectoryReviewer
 from feedbackgym.feedback.sources import make_source
 from feedbackgym.wrappers.common import (
     add_vector_fields,
+    checked_channels,
+    checked_probability,
     feedback_info,
     json_safe,
     seeded_rng,
     subgoal_library,
-    text_subspace,
+    text_channel_space,
     with_appended_text,
-    with_text_room,
     with_vector_fields,
 )
 
@@ -99,23 +100,14 @@ class AddReview(
             info_key=info_key,
         )
         gym.Wrapper.__init__(self, env)
-        unknown = set(channels) - set(REVIEW_CHANNELS)
-        if unknown or not channels:
-            raise ValueError(
-                f"channels must be a non-empty subset of {REVIEW_CHANNELS}, got {channels}"
-            )
-        self.channels = tuple(channels)
+        self.channels = checked_channels(channels, REVIEW_CHANNELS)
         self.max_subgoals = max_subgoals
         self.info_key = info_key
         self.configure(window=window, stall_steps=stall_steps, action_level=action_level)
         self.set_weight(weight)
         self._source = make_source(source, deadline_ms=deadline_ms)
         if "text" in self.channels:
-            if text_subspace(env.observation_space) is None:
-                raise ValueError(
-                    "the 'text' channel needs a text observation (obs_mode='text' or 'both')"
-                )
-            self.observation_space = with_text_room(env.observation_space, REVIEW_TEXT_LIMIT)
+            self.observation_space = text_channel_space(env.observation_space, REVIEW_TEXT_LIMIT)
         if "vector" in self.channels:
             self.observation_space = with_vector_fields(
                 self.observation_space,
@@ -138,9 +130,7 @@ class AddReview(
 
     def set_weight(self, weight: float) -> None:
         """Sets the probability that a finished episode is reviewed."""
-        if not 0.0 <= weight <= 1.0:
-            raise ValueError(f"review weight must be in [0, 1], got {weight}")
-        self.weight = float(weight)
+        self.weight = checked_probability("review weight", weight)
 
     def configure(self, *, window: int, stall_steps: int, action_level: bool) -> None:
         """Changes the review window, stall length and suggestion level (hot reload)."""

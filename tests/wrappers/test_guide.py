@@ -40,8 +40,12 @@ def test_text_and_vector_channels():
     assert env.observation_space.contains(obs)
     assert "Hint: first" in obs["text"] and info["feedback"]["guide"] == {}
     assert obs["hint_present"][0] == 1 and obs["hint_next"].sum() == 1 and obs["hint_next"][0] == 1
-    alerting = [s for s, on in zip(env.unwrapped.target_vocabulary, obs["alerts"]) if on]
-    named = [s for s, on in zip(env.unwrapped.target_vocabulary, obs["hint_targets"]) if on]
+    alerting = [
+        s for s, on in zip(env.unwrapped.target_vocabulary, obs["alerts"], strict=True) if on
+    ]
+    named = [
+        s for s, on in zip(env.unwrapped.target_vocabulary, obs["hint_targets"], strict=True) if on
+    ]
     assert named == alerting[:1]  # the first subgoal is the triage of the first alert
     assert obs["hint_kind"][env.unwrapped.subgoal_kinds.index("triage")] == 1
     obs, *_ = env.step("wait")

@@ -1,0 +1,79 @@
+"""Prints SB3 PPO's wall time with the full feedback stack and the recorder beside plain PPO.
+
+Both run on OpsIncident in the same process, interleaved, best of ``--repeats``.
+
+The full stack is the guide-then-review arm (shaping, hints, reviews, the schedule
+driven by :class:`~feedbackgym.baselines.callbacks.FeedbackCallback`) with every
+episode recorded to an HDF5 store by ``RecordTrajectories``.
+
+Usage:
+    python benchmarks/train_overhead.py [--steps 8192] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from typing import Any
+
+import gymnasium as gym
+import torch
+from stable_baselines3 import PPO
+from stable_baselines3.common.vec_env import DummyVecEnv, VecMonitor
+
+import feedbackgym
+from feedbackgym.baselines.arms import ArmSettings, make_arm_env
+from feedbackgym.baselines.callbacks import FeedbackCallback
+from feedbackgym.datasets import TrajectoryStore
+from feedbackgym.wrappers import RecordTrajectories
+
+gym.register_envs(feedbackgym)
+ENV_ID = "feedbackgym/OpsIncidentMedium-v0"
+N_ENVS, N_STEPS = 8, 128
+
+
+def wall_time(full: bool, steps: int, store_dir: str) -> float:
+    """Seconds PPO takes for ``steps`` env steps, raw or with the full stack."""
+    rounds = steps // (N_ENVS * N_STEPS)
+    store = TrajectoryStore(store_dir) if full else None
+
+    def make() -> Any:
+        if not full:
+            return gym.make(ENV_ID)
+        env = make_arm_env(ENV_ID, "guide-then-review", ArmSettings(total_rounds=rounds, fade=1))
+        return RecordTrajectories(env, store, round=0)
+
+    venv = VecMonitor(DummyVecEnv([make] * N_ENVS))
+    model = PPO("MultiInputPolicy", venv, n_steps=N_STEPS, batch_size=256, seed=0, device="cpu")
+    callback = FeedbackCallback() if full else None
+    start = time.perf_counter()
+    model.learn(steps, callback=callback)
+    elapsed = time.perf_counter() - start
+    venv.close()
+    if store is not None:
+        store.close()
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=8192)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    best = {"raw": float("inf"), "full": float("inf")}
+    with tempfile.TemporaryDirectory() as tmp:
+        for repeat in range(args.repeats):
+            for name in best:
+                store_dir = f"{tmp}/store{repeat}"
+                best[name] = min(best[name], wall_time(name == "full", args.steps, store_dir))
+    print(f"SB3 PPO, {ENV_ID}, {args.steps} steps, {N_ENVS} envs, 1 torch thread")
+    print(f"{'setup':<44} {'wall s':>8} {'vs raw':>8}")
+    print(f"{'plain PPO, raw env':<44} {best['raw']:>8.2f} {1.0:>7.2f}x")
+    name = "PPO + feedback stack + callback + recorder"
+    print(f"{name:<44} {best['full']:>8.2f} {best['full'] / best['raw']:>7.2f}x")
+
+
+if __name__ == "__main__":
+    main()
