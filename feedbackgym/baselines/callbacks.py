@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -95,6 +95,9 @@ class FeedbackCallback(BaseCallback):
         review_credit: Redistribute review credit into the learner's buffer.
         alert: The reward-drop alert (default: the spec's 20% for 3 rounds).
         on_round: Called with ``(round, metrics)`` after each round's logging.
+        mirrors: Envs outside the learner (validation envs) that get the same
+            ``report`` and ``set_progress`` calls, so their adaptive schedules
+            make the same decisions as the training envs'.
         verbose: 0 silent, 1 info.
     """
 
@@ -105,9 +108,11 @@ class FeedbackCallback(BaseCallback):
         review_credit: bool = False,
         alert: RewardDropAlert | None = None,
         on_round: Callable[[int, dict[str, float]], None] | None = None,
+        mirrors: Sequence[Any] = (),
         verbose: int = 0,
     ) -> None:
         super().__init__(verbose)
+        self.mirrors = list(mirrors)
         self.round = first_round
         self.review_credit = review_credit
         self.alert = alert if alert is not None else RewardDropAlert()
@@ -130,7 +135,11 @@ class FeedbackCallback(BaseCallback):
             metrics["mean_return"] = mean_return
         if metrics and self.round > 0:
             self.training_env.env_method("report", **metrics)
+            for env in self.mirrors:
+                env.get_wrapper_attr("report")(**metrics)
         self.state = self.training_env.env_method("set_progress", self.round)[0]
+        for env in self.mirrors:
+            env.get_wrapper_attr("set_progress")(self.round)
         self._rollout += 1
 
     def _on_step(self) -> bool:

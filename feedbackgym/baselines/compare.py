@@ -51,7 +51,7 @@ class ComparisonConfig:
         eval_episodes: Validation seeds per validation.
         bc_episodes: Expert episodes for a behaviour-cloning warm-up (0: none).
         switch_at: Where the fade starts, as a fraction of training.
-        fade: Fade length in rounds.
+        fade: Fade length in rounds (``None``: 10% of training, at least 5 rounds).
         adaptive: :class:`~feedbackgym.schedules.TrendRule` arguments that move the
             switch from the training trend (default: the return trend), or ``None``.
         env_kwargs: Keyword arguments for ``gym.make``.
@@ -69,7 +69,7 @@ class ComparisonConfig:
     eval_episodes: int = 30
     bc_episodes: int = 0
     switch_at: float = 0.4
-    fade: float = 5
+    fade: float | None = None
     adaptive: dict[str, Any] | None = field(default_factory=lambda: {"metric": "return"})
     env_kwargs: dict[str, Any] | None = None
 
@@ -89,10 +89,11 @@ class ComparisonConfig:
 
         rounds = max(1, self.steps // (self.n_envs * self.n_steps))
         eval_every = self.eval_every or max(1, rounds // 15)
+        fade = self.fade if self.fade is not None else max(5.0, 0.1 * rounds)
         settings = ArmSettings(
             total_rounds=rounds,
             switch_at=self.switch_at,
-            fade=self.fade,
+            fade=fade,
             adaptive=self.adaptive,
             env_kwargs=dict(self.env_kwargs or {}),
         )
@@ -282,7 +283,11 @@ def _write_tables(out: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def plot_curves(out: Path, runs: Sequence[Any], config: ComparisonConfig) -> Path:
-    """Plots mean validation success per arm (min-max band), guide and fade phases shaded."""
+    """Plots mean validation success per arm (min-max band), guide and fade phases shaded.
+
+    The phases are read from a two-phase run's validations (the adaptive rule
+    may have moved the switch); without one, from the configured schedule.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -291,11 +296,8 @@ def plot_curves(out: Path, runs: Sequence[Any], config: ComparisonConfig) -> Pat
     from feedbackgym.baselines.runner import read_curve
 
     figure, axis = plt.subplots(figsize=(8, 4.5))
-    steps_per_round = config.n_envs * config.n_steps
-    rounds = max(1, config.steps // steps_per_round)
-    switch = config.switch_at * rounds * steps_per_round
-    fade_end = switch + config.fade * steps_per_round
-    axis.axvspan(0, switch, color="tab:green", alpha=0.08, label="guide (two-phase arms)")
+    switch, fade_end = _phase_bounds(runs, config)
+    axis.axvspan(0, switch, color="tab:green", alpha=0.08, label="first phase (two-phase arms)")
     axis.axvspan(switch, fade_end, color="tab:orange", alpha=0.12, label="fade")
     for arm in dict.fromkeys(run.arm for run in runs):
         curves = [read_curve(r.out_dir) for r in runs if r.arm == arm]
@@ -314,3 +316,22 @@ def plot_curves(out: Path, runs: Sequence[Any], config: ComparisonConfig) -> Pat
     figure.savefig(path, dpi=120)
     plt.close(figure)
     return path
+
+
+def _phase_bounds(runs: Sequence[Any], config: ComparisonConfig) -> tuple[float, float]:
+    from feedbackgym.baselines.runner import read_curve
+
+    for run in runs:
+        if run.arm in ("guide-then-review", "review-then-guide"):
+            curve = read_curve(run.out_dir)
+            phases = list(curve["phase"])
+            later = [i for i, p in enumerate(phases) if p != phases[0]]
+            settled = [i for i in later if phases[i] != "fade"]
+            if later:
+                end = curve["step"][settled[0]] if settled else curve["step"][-1]
+                return float(curve["step"][later[0]]), float(end)
+    steps_per_round = config.n_envs * config.n_steps
+    rounds = max(1, config.steps // steps_per_round)
+    fade = config.fade if config.fade is not None else max(5.0, 0.1 * rounds)
+    switch = config.switch_at * rounds * steps_per_round
+    return switch, switch + fade * steps_per_round

@@ -113,6 +113,7 @@ class _RoundCallback(BaseCallback):
         self,
         config: RunConfig,
         feedback: FeedbackCallback,
+        eval_env: Any,
         progress: Callable[[int], None] | None,
     ) -> None:
         super().__init__()
@@ -120,7 +121,7 @@ class _RoundCallback(BaseCallback):
         self.feedback = feedback
         self.report_progress = progress
         self.run_dir = Path(config.out_dir)
-        self.eval_env = make_arm_env(config.env_id, config.arm, config.settings)
+        self.eval_env = eval_env
         self.seeds = validation_seeds(self.eval_env, config.eval_episodes)
         state = _read_state(self.run_dir)
         self.best = state.get("best_success", -1.0)
@@ -258,10 +259,13 @@ def train_run(
                     config.bc_episodes,
                     seed=config.seed,
                 )
+        eval_env = make_arm_env(config.env_id, config.arm, config.settings)
         feedback = FeedbackCallback(
-            first_round=max(first_round, 0), review_credit=config.review_credit
+            first_round=max(first_round, 0),
+            review_credit=config.review_credit,
+            mirrors=[eval_env],
         )
-        rounds = _RoundCallback(config, feedback, progress)
+        rounds = _RoundCallback(config, feedback, eval_env, progress)
         remaining = (config.rounds - max(first_round, 0)) * config.n_envs * config.n_steps
         if remaining > 0:
             model.learn(
