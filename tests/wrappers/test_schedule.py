@@ -114,3 +114,14 @@ def test_adaptive_switch_through_report():
         env.set_progress(round_)
         env.report(loss=1.0)
     assert env.feedback_state()["switch_at"] == pytest.approx(0.35)
+
+
+def test_fade_shaping_scales_the_potential_with_the_guide_weight():
+    env = stack(schedule={"switch_at": 0.5, "fade": 2, "total": 10}, fade_shaping=True)
+    shaping = env.env.env.env
+    env.set_progress(5.5)
+    assert shaping.scale == pytest.approx(0.75)
+    env.set_progress(9)
+    assert shaping.scale == 0.0
+    with pytest.raises(ValueError, match="ShapeWithSubgoals"):
+        FadeGuideToReview(AddGuide(gym.make("feedbackgym/OpsIncidentEasy-v0")), fade_shaping=True)
