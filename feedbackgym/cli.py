@@ -8,6 +8,7 @@ Usage::
     feedbackgym compare --env ID --arms A,B --seeds N --steps N [--jobs J] [--out DIR] [--quick]
     feedbackgym serve-feedback [--address tcp://127.0.0.1:5557]
     feedbackgym sandbox build [--force]
+    feedbackgym datasets make|inspect|prune ...
 
 Errors (an unknown id, a bad option, a policy the env lacks) print one line to
 stderr and exit with status 2.
@@ -118,6 +119,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     build.add_argument("--force", action="store_true", help="rebuild even if the tag exists")
     build.set_defaults(run=_cmd_sandbox_build)
+
+    from feedbackgym.datasets.cli import add_dataset_commands
+
+    add_dataset_commands(commands)
     return parser
 
 

@@ -39,6 +39,57 @@ _SPECS: list[dict[str, Any]] = [
             ("hard", "two interacting faults plus misleading alerts"),
         )
     ),
+    {
+        "id": "feedbackgym/CodeFix-v0",
+        "entry_point": "feedbackgym.envs.code.env:CodeFixEnv",
+        "kwargs": {"difficulty": "medium", "obs_mode": "vector", "sandbox": "auto"},
+        "max_episode_steps": 40,
+        "description": "Fix a seeded bug in a small Python project, tests run in a sandbox "
+        "(kwargs: difficulty easy|medium|hard, sandbox docker|local|auto, obs_mode).",
+    },
+    *(
+        {
+            "id": f"feedbackgym/Web{name}-v0",
+            "entry_point": "feedbackgym.envs.web.env:WebEnv",
+            "kwargs": {"task": task, "obs_mode": "vector"},
+            "max_episode_steps": 60,
+            "description": f"{what}, in headless Chromium (kwargs: obs_mode vector|text|both).",
+        }
+        for name, task, what in (
+            (
+                "Checkout",
+                "checkout",
+                "Shop checkout: search, variant, coupon, address, delivery, pay",
+            ),
+            ("Form", "form", "Multi-page membership form with validation errors to correct"),
+            (
+                "OrderAdmin",
+                "order_admin",
+                "Order admin: find an order, refund, note, status, notify",
+            ),
+        )
+    ),
+    *(
+        {
+            "id": f"feedbackgym/MiniWoB-{task}-v0",
+            "entry_point": "feedbackgym.envs.web.miniwob:MiniWoBEnv",
+            "kwargs": {"task": task, "obs_mode": "vector"},
+            "max_episode_steps": 20,
+            "description": f"MiniWoB++ {task} page on feedbackgym's Playwright driver.",
+        }
+        for task in (
+            "choose-list",
+            "click-button",
+            "click-checkboxes",
+            "click-dialog",
+            "click-link",
+            "click-tab-2",
+            "email-inbox",
+            "enter-text",
+            "login-user",
+            "search-engine",
+        )
+    ),
 ]
 
 ENV_DESCRIPTIONS: dict[str, str] = {spec["id"]: spec["description"] for spec in _SPECS}

@@ -33,4 +33,5 @@ if ! docker info >/dev/null 2>&1; then
     done
     docker info >/dev/null 2>&1 || { echo "setup: dockerd did not start, see /var/log/feedbackgym-dockerd.log" >&2; exit 1; }
 fi
+"$PYTHON" -m feedbackgym sandbox build  # the code suite's image: debootstrap + docker import, cached by tag
 echo "setup: ready"

@@ -2,10 +2,14 @@
 
 Stack them as ``FadeGuideToReview(AddReview(AddGuide(ShapeWithSubgoals(env))))``
 (shaping optional); ``WithSubgoals`` makes a third-party env guidable;
-``Reexplore`` (opt-in) restarts episodes from states a review flagged.
+``Reexplore`` (opt-in) restarts episodes from states a review flagged;
+``RecordTrajectories`` (outermost) records episodes to an HDF5 trajectory store,
+and loads h5py only when first used.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from feedbackgym.wrappers.guide import AddGuide
 from feedbackgym.wrappers.reexplore import Reexplore
@@ -14,12 +18,25 @@ from feedbackgym.wrappers.schedule import FadeGuideToReview
 from feedbackgym.wrappers.shaping import ShapeWithSubgoals
 from feedbackgym.wrappers.subgoals import SubgoalContext, WithSubgoals
 
+if TYPE_CHECKING:
+    from feedbackgym.wrappers.record import RecordTrajectories
+
 __all__ = [
     "AddGuide",
     "AddReview",
     "FadeGuideToReview",
+    "RecordTrajectories",
     "Reexplore",
     "ShapeWithSubgoals",
     "SubgoalContext",
     "WithSubgoals",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Loads ``RecordTrajectories`` (and h5py) on first use (PEP 562)."""
+    if name == "RecordTrajectories":
+        from feedbackgym.wrappers.record import RecordTrajectories
+
+        return RecordTrajectories
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

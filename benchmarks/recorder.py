@@ -1,0 +1,264 @@
+"""Prints the trajectory recorder's throughput beside its baselines, measured in one run.
+
+On ``feedbackgym/OpsIncident-v0`` (medium, vector observations, random
+actions, reset when an episode ends), best of ``--repeats``:
+
+* the env alone, the env under :class:`~feedbackgym.wrappers.RecordTrajectories`
+  and the env under Minari's ``DataCollector``, stepped in lockstep with the
+  same actions, each call timed on its own, so that other jobs on a shared
+  machine slow all three alike (ratios are medians over the repeats); the
+  recorder is timed to the end of ``close()`` (every episode in a sealed HDF5
+  file), Minari to the end of ``create_dataset``;
+* the write path alone on the episodes the recorder builds, alternated:
+  ``TrajectoryStore`` (``add_episode`` for each, then ``close``: log, then
+  sealed segment) against a raw batched h5py write of the same columns
+  (10,000-row batches appended to one growing dataset per field), in
+  wall-clock and CPU time.
+
+Goals: recorder step time <= 1.3x the raw env's, >= 15x Minari's steps/s,
+write path >= 0.5x raw h5py.
+
+Usage:
+    python benchmarks/recorder.py [--steps 20000] [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import h5py
+import numpy as np
+
+import feedbackgym
+from feedbackgym.datasets import Episode, TrajectoryStore
+from feedbackgym.datasets.episode import concat_columns
+from feedbackgym.wrappers import RecordTrajectories
+
+gym.register_envs(feedbackgym)
+
+ENV_ID = "feedbackgym/OpsIncident-v0"
+BATCH_ROWS = 10_000
+Run = Callable[[], None]
+
+
+def play(env: gym.Env[Any, Any], actions: list[int]) -> None:
+    """Steps ``env`` through ``actions``, resetting when an episode ends."""
+    env.reset(seed=0)
+    for action in actions:
+        _, _, terminated, truncated, _ = env.step(action)
+        if terminated or truncated:
+            env.reset()
+
+
+def lockstep(envs: dict[str, gym.Env[Any, Any]], actions: list[int]) -> dict[str, float]:
+    """Steps every env through ``actions`` together; returns each one's summed call time."""
+    spent = dict.fromkeys(envs, 0.0)
+    clock = time.perf_counter
+
+    def call(name: str, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        start = clock()
+        result = method(*args, **kwargs)
+        spent[name] += clock() - start
+        return result
+
+    for name, env in envs.items():
+        call(name, env.reset, seed=0)
+    for action in actions:
+        for name, env in envs.items():
+            _, _, terminated, truncated, _ = call(name, env.step, action)
+            if terminated or truncated:
+                call(name, env.reset)
+    return spent
+
+
+def env_timings(actions: list[int], workdir: Path, with_minari: bool) -> dict[str, float]:
+    """One lockstep run: seconds spent by the raw env, the recorder and Minari."""
+    envs: dict[str, gym.Env[Any, Any]] = {
+        "raw env": gym.make(ENV_ID),
+        "env + RecordTrajectories": RecordTrajectories(gym.make(ENV_ID), workdir / "store"),
+    }
+    if with_minari:
+        from minari import DataCollector
+
+        os.environ["MINARI_DATASETS_PATH"] = str(workdir / "minari")
+        envs["env + Minari DataCollector"] = DataCollector(gym.make(ENV_ID))
+    spent = lockstep(envs, actions)
+    start = time.perf_counter()
+    envs["env + RecordTrajectories"].close()
+    spent["env + RecordTrajectories"] += time.perf_counter() - start
+    if with_minari:
+        collector: Any = envs["env + Minari DataCollector"]
+        start = time.perf_counter()
+        collector.create_dataset(
+            dataset_id="bench/ops-v0",
+            algorithm_name="random",
+            author="benchmark",
+            author_email="-",
+            code_permalink="-",
+            description="benchmark",
+            eval_env=ENV_ID,
+        )
+        spent["env + Minari DataCollector"] += time.perf_counter() - start
+    return spent
+
+
+def minari_missing() -> str | None:
+    """Why Minari's DataCollector cannot run here, or ``None`` when it can."""
+    try:
+        import jax  # noqa: F401  (DataCollector needs it)
+        import minari  # noqa: F401
+    except ImportError as error:
+        return f'{error} (pip install "minari[create,hdf5]")'
+    return None
+
+
+def store_writes(episodes: list[Episode], workdir: Path) -> Run:
+    store = TrajectoryStore(workdir / "store")
+
+    def run() -> None:
+        for episode in episodes:
+            store.add_episode(episode)
+        store.close()
+
+    return run
+
+
+def batches(episodes: list[Episode], rows: int) -> list[list[Episode]]:
+    """Consecutive groups of episodes holding about ``rows`` steps each."""
+    groups: list[list[Episode]] = [[]]
+    filled = 0
+    for episode in episodes:
+        if filled >= rows:
+            groups.append([])
+            filled = 0
+        groups[-1].append(episode)
+        filled += episode.meta.length
+    return groups
+
+
+def raw_h5py(episodes: list[Episode], workdir: Path) -> Run:
+    def run() -> None:
+        with h5py.File(workdir / "raw.h5", "w") as file:
+            for batch in batches(episodes, BATCH_ROWS):
+                for name, column in concat_columns(batch).items():
+                    if name not in file:
+                        file.create_dataset(
+                            name,
+                            shape=(0, *column.shape[1:]),
+                            maxshape=(None, *column.shape[1:]),
+                            dtype=h5py.string_dtype() if column.dtype == object else column.dtype,
+                            chunks=True,
+                        )
+                    dataset = file[name]
+                    dataset.resize(dataset.shape[0] + len(column), axis=0)
+                    dataset[-len(column) :] = column
+
+    return run
+
+
+WRITERS = {"raw h5py, 10k-row batches": raw_h5py, "TrajectoryStore writes": store_writes}
+
+
+def measure(prepare: Callable[[Any, Path], Run], data: Any) -> tuple[float, float]:
+    """(wall, CPU) seconds of one run, set up in a fresh temporary directory."""
+    workdir = Path(tempfile.mkdtemp(prefix="fg-bench-"))
+    try:
+        run = prepare(data, workdir)
+        wall, cpu = time.perf_counter(), time.process_time()
+        run()
+        return time.perf_counter() - wall, time.process_time() - cpu
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+class EpisodeCapture(TrajectoryStore):
+    """A store that keeps the episodes it is given, as the recorder built them, in memory."""
+
+    def __init__(self) -> None:
+        super().__init__(os.devnull)
+        self.episodes: list[Episode] = []
+
+    def add_episode(self, episode: Episode) -> None:
+        """Keeps ``episode``."""
+        self.episodes.append(episode)
+
+
+def recorded_episodes(actions: list[int]) -> list[Episode]:
+    """The episodes the recorder hands its store for ``actions`` (the write-path workload)."""
+    capture = EpisodeCapture()
+    play(RecordTrajectories(gym.make(ENV_ID), capture), actions)
+    return capture.episodes
+
+
+def row(name: str, count: int, seconds: float, note: str = "") -> None:
+    print(f"{name:<28} {count / seconds:>10.0f} {1e6 * seconds / count:>9.2f}us  {note}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=20000)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    actions = np.random.default_rng(0).integers(70, size=args.steps).tolist()
+    episodes = recorded_episodes(actions)
+    steps = sum(e.meta.length for e in episodes)
+    missing = minari_missing()
+    runs: list[dict[str, float]] = []
+    writes: list[dict[str, tuple[float, float]]] = []
+    for _ in range(args.repeats):
+        workdir = Path(tempfile.mkdtemp(prefix="fg-bench-"))
+        try:
+            runs.append(env_timings(actions, workdir, missing is None))
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        writes.append({name: measure(prepare, episodes) for name, prepare in WRITERS.items()})
+
+    def best(name: str) -> float:
+        return min(run[name] for run in runs)
+
+    def median_ratio(a: str, b: str) -> float:
+        return statistics.median(run[a] / run[b] for run in runs)
+
+    raw, recorder = best("raw env"), best("env + RecordTrajectories")
+    print(f"{ENV_ID}, random actions: {args.steps} steps, {len(episodes)} episodes")
+    print(f"best of {args.repeats}; ratios are medians over the repeats")
+    print(f"{'':<28} {'steps/s':>10} {'time/step':>11}")
+    row("raw env", args.steps, raw)
+    ratio = median_ratio("env + RecordTrajectories", "raw env")
+    row("env + RecordTrajectories", args.steps, recorder, f"{ratio:.2f}x raw step time")
+    if missing is None:
+        ratio = median_ratio("env + Minari DataCollector", "env + RecordTrajectories")
+        row(
+            "env + Minari DataCollector",
+            args.steps,
+            best("env + Minari DataCollector"),
+            f"recorder {ratio:.1f}x faster",
+        )
+    else:
+        print(f"{'env + Minari DataCollector':<28} skipped: {missing}")
+    print(f"write path only, {steps} transitions (CPU time per transition in brackets):")
+    for name in WRITERS:
+        wall, cpu = (min(w[name][i] for w in writes) for i in (0, 1))
+        note = f"({1e6 * cpu / steps:.2f}us)"
+        if name == "TrajectoryStore writes":
+            throughput = statistics.median(
+                w["raw h5py, 10k-row batches"][0] / w[name][0] for w in writes
+            )
+            throughput_cpu = statistics.median(
+                w["raw h5py, 10k-row batches"][1] / w[name][1] for w in writes
+            )
+            note += f"  {throughput:.2f}x raw h5py throughput (CPU {throughput_cpu:.2f}x)"
+        row(name, steps, wall, note)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+"""HDF5 trajectory store: recorder, crash safety, retention, replay sampling, expert datasets.
+
+Names load on first use (PEP 562), so ``import feedbackgym.datasets`` stays
+light and h5py loads only when a store is used; without h5py they raise
+:class:`~feedbackgym.errors.DependencyNotInstalled` naming the ``hdf5`` extra.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from feedbackgym.datasets.episode import Episode, EpisodeMeta, FeedbackEvent, FeedbackType
+    from feedbackgym.datasets.errors import StoreError
+    from feedbackgym.datasets.expert import held_out_seeds, make_expert_dataset
+    from feedbackgym.datasets.export import export_minari
+    from feedbackgym.datasets.retention import PrunePlan, prune
+    from feedbackgym.datasets.store import EpisodeFilter, TrajectoryStore
+
+__all__ = [
+    "Episode",
+    "EpisodeFilter",
+    "EpisodeMeta",
+    "FeedbackEvent",
+    "FeedbackType",
+    "PrunePlan",
+    "StoreError",
+    "TrajectoryStore",
+    "export_minari",
+    "held_out_seeds",
+    "make_expert_dataset",
+    "prune",
+]
+
+_MODULES = {
+    "Episode": "episode",
+    "EpisodeFilter": "store",
+    "EpisodeMeta": "episode",
+    "FeedbackEvent": "episode",
+    "FeedbackType": "episode",
+    "PrunePlan": "retention",
+    "StoreError": "errors",
+    "TrajectoryStore": "store",
+    "export_minari": "export",
+    "held_out_seeds": "expert",
+    "make_expert_dataset": "expert",
+    "prune": "retention",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Imports a public name's module on first use (PEP 562)."""
+    module = _MODULES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)

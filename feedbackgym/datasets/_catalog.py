@@ -1,0 +1,157 @@
+"""The catalog: every episode of a store, from all shards, as one list.
+
+A store directory holds sealed segments (``*.h5``, and ``cold/*.h5`` after
+retention) and the write-ahead logs of live or crashed writers (``*.log``).
+The catalog reads the episode index of each segment and the records of each
+log whose segment does not exist yet, caches them by file (logs are read
+incrementally, as they only grow) and drops duplicates (an episode can sit in
+both a log and its new segment for a moment, or in a hot and a cold file if
+retention was interrupted). Reading never changes the directory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from feedbackgym.datasets._codec import decode_episode
+from feedbackgym.datasets._hdf5 import h5py
+from feedbackgym.datasets._segment import SegmentRef, read_columns, read_index, slice_episode
+from feedbackgym.datasets._wal import read_log
+from feedbackgym.datasets.episode import Episode, EpisodeMeta
+
+__all__ = ["COLD_DIR", "Catalog", "Entry", "load_episodes", "segment_files"]
+
+COLD_DIR = "cold"
+"""Subdirectory of a store that retention moves old rounds to."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One episode in the catalog: its metadata and where its data is."""
+
+    meta: EpisodeMeta
+    source: SegmentRef | Episode
+    """A segment location, or the whole episode (read from a log)."""
+
+
+def segment_files(root: Path) -> list[Path]:
+    """The sealed segments of a store (or ``[root]`` when ``root`` is one file)."""
+    if root.is_file():
+        return [root]
+    return sorted([*root.glob("*.h5"), *(root / COLD_DIR).glob("*.h5")])
+
+
+class Catalog:
+    """All episodes of a store; :meth:`entries` re-scans the directory.
+
+    Args:
+        root: The store directory, or a single segment file.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._segments: dict[Path, tuple[tuple[int, ...], list[Entry]]] = {}
+        self._logs: dict[Path, tuple[int, int, list[Entry]]] = {}
+        self._columns: dict[tuple[Path, str, Callable[[str], bool]], dict[str, Any]] = {}
+
+    def entries(self, *, unique: bool = True) -> list[Entry]:
+        """Every episode, oldest start first, each once (every copy, if not ``unique``)."""
+        if not self.root.exists():
+            return []
+        # Logs first: a log sealed between the two listings then shows up as its segment.
+        logs = [] if self.root.is_file() else sorted(self.root.glob("*.log"))
+        segments = segment_files(self.root)
+        found: list[Entry] = []
+        for path in segments:
+            found.extend(self._segment_entries(path))
+        sealed = set(segments)
+        for log in logs:
+            if log.with_suffix(".h5") not in sealed:
+                found.extend(self._log_entries(log))
+        self._forget(set(segments), set(logs))
+        if unique:
+            found = list({e.meta.key: e for e in reversed(found)}.values())
+        return sorted(found, key=lambda e: e.meta.start_time)
+
+    def _segment_entries(self, path: Path) -> list[Entry]:
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            return []
+        signature = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+        cached = self._segments.get(path)
+        if cached is None or cached[0] != signature:
+            self._drop_columns(path)
+            entries = [Entry(meta, ref) for meta, ref in read_index(path)]
+            cached = self._segments[path] = (signature, entries)
+        return cached[1]
+
+    def _log_entries(self, path: Path) -> list[Entry]:
+        try:
+            inode = path.stat().st_ino
+            cached = self._logs.get(path)
+            if cached is None or cached[0] != inode:
+                cached = (inode, 0, [])
+            bodies, end = read_log(path, cached[1])
+        except FileNotFoundError:  # sealed meanwhile: the segment has it
+            segment = path.with_suffix(".h5")
+            return self._segment_entries(segment)
+        entries = cached[2] + [Entry(e.meta, e) for e in map(decode_episode, bodies)]
+        self._logs[path] = (inode, end, entries)
+        return entries
+
+    def _forget(self, segments: set[Path], logs: set[Path]) -> None:
+        for path in set(self._segments) - segments:
+            del self._segments[path]
+            self._drop_columns(path)
+        for path in set(self._logs) - logs:
+            del self._logs[path]
+
+    def columns(
+        self, path: Path, group: str, include: Callable[[str], bool] | None = None
+    ) -> dict[str, Any]:
+        """Reads whole columns of a segment's round group (all, or those ``include`` keeps)."""
+        with h5py.File(path, "r") as file:
+            return read_columns(file, group, include)
+
+    def cached_columns(
+        self, path: Path, group: str, include: Callable[[str], bool]
+    ) -> dict[str, Any]:
+        """Like :meth:`columns`, but kept in memory until the file changes (for sampling)."""
+        key = (path, group, include)
+        if key not in self._columns:
+            self._columns[key] = self.columns(path, group, include)
+        return self._columns[key]
+
+    def _drop_columns(self, path: Path) -> None:
+        for key in [k for k in self._columns if k[0] == path]:
+            del self._columns[key]
+
+
+def load_episodes(
+    catalog: Catalog, entries: Iterable[Entry], include: Callable[[str], bool] | None = None
+) -> Iterator[Episode]:
+    """Yields the episodes of ``entries`` with their columns (all, or those ``include`` keeps).
+
+    Reads each round group of a segment once, whole, and cuts its episodes
+    from it; episodes from logs are in memory already and come last.
+    """
+    entries = list(entries)
+    groups: dict[tuple[Path, str], list[tuple[EpisodeMeta, SegmentRef]]] = {}
+    for entry in entries:
+        if isinstance(entry.source, SegmentRef):
+            ref = entry.source
+            groups.setdefault((ref.path, ref.group), []).append((entry.meta, ref))
+    for (path, group), members in groups.items():
+        columns = catalog.columns(path, group, include)
+        for meta, ref in members:
+            yield slice_episode(columns, meta, ref)
+    for entry in entries:
+        if isinstance(entry.source, Episode):
+            columns = entry.source.complete().columns
+            yield Episode(
+                entry.meta, {n: c for n, c in columns.items() if not include or include(n)}
+            )

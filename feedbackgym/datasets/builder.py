@@ -1,0 +1,210 @@
+"""Collects an episode step by step and turns it into an :class:`~.episode.Episode`.
+
+Steps are kept by reference while the episode runs (one list append per step);
+:meth:`EpisodeBuilder.build` converts them to columns once, at the end. The
+info fields the feedback wrappers write are read when present and left
+neutral when absent, so a bare env records too: ``env_reward`` (else the
+reward), ``shaping_reward`` (else 0), ``feedback`` (``guide``, ``review``,
+``phase``, ``guide_weight``, ``review_weight``), ``subgoals``, ``is_success``
+and ``outcome``. Columns an episode has no data for are left out (see
+:data:`~.episode.NEUTRAL`); sealing fills them in.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+import numpy as np
+
+from feedbackgym.datasets.episode import (
+    PHASE_DTYPE,
+    Episode,
+    EpisodeMeta,
+    FeedbackType,
+    flatten_values,
+)
+
+__all__ = ["MAX_SUBGOALS", "EpisodeBuilder"]
+
+MAX_SUBGOALS = 64
+"""Most subgoals ``subgoals/done`` (a 64-bit mask per observation) can hold."""
+
+_NONE: dict[str, Any] = {}
+_EVENT_KEYS = ((FeedbackType.GUIDE, "guide"), (FeedbackType.REVIEW, "review"))
+
+
+class EpisodeBuilder:
+    """Gathers one episode's steps.
+
+    Args:
+        obs: The reset observation.
+        info: The reset info.
+        task_id: The task the episode belongs to.
+        round: The round, as text.
+        seed: The reset seed, or ``None``.
+        start_time: Wall-clock time of the reset.
+
+    Example:
+        >>> b = EpisodeBuilder(0, {}, task_id="t", round="0", seed=1, start_time=0.0)
+        >>> b.add(1, 1, 0.5, True, False, {"is_success": True})
+        >>> episode = b.build(end_time=1.0)
+        >>> episode.meta.success, episode.columns["rewards"].tolist()
+        (True, [0.5])
+    """
+
+    def __init__(
+        self,
+        obs: Any,
+        info: dict[str, Any],
+        *,
+        task_id: str,
+        round: str,
+        seed: int | None,
+        start_time: float,
+    ) -> None:
+        self._first = (obs, info)
+        self._steps: list[tuple[Any, Any, Any, bool, bool, dict[str, Any]]] = []
+        self.task_id = task_id
+        self.round = round
+        self.seed = seed
+        self.start_time = start_time
+
+    def __len__(self) -> int:
+        return len(self._steps)
+
+    def add(
+        self,
+        action: Any,
+        obs: Any,
+        reward: Any,
+        terminated: bool,
+        truncated: bool,
+        info: dict[str, Any],
+    ) -> None:
+        """Records one step (by reference: the env must not reuse the objects in place)."""
+        self._steps.append((action, obs, reward, terminated, truncated, info))
+
+    def build(
+        self,
+        *,
+        end_time: float,
+        switch_time: float | None = None,
+        config_version: int | None = None,
+        config_changes: tuple[dict[str, Any], ...] = (),
+        env_spec: str = "",
+    ) -> Episode:
+        """Converts the steps to columns.
+
+        Args:
+            end_time: Wall-clock time of the last step.
+            switch_time: When the phase first left ``"guide"``, or ``None``.
+            config_version: The feedback config version, or ``None``.
+            config_changes: The config edits so far.
+            env_spec: The env spec as JSON.
+
+        Raises:
+            ValueError: The episode has no steps, or more than
+                :data:`MAX_SUBGOALS` subgoals.
+        """
+        if not self._steps:
+            raise ValueError("an episode needs at least one step")
+        actions, observations, rewards, terminations, truncations, infos = zip(
+            *self._steps, strict=True
+        )
+        first_obs, first_info = self._first
+        all_infos = (first_info, *infos)
+        columns = flatten_values("observations", (first_obs, *observations))
+        columns.update(flatten_values("actions", actions))
+        columns["rewards"] = np.array(rewards, np.float64)
+        columns["terminations"] = np.array(terminations, bool)
+        columns["truncations"] = np.array(truncations, bool)
+        if any("env_reward" in i or "shaping_reward" in i for i in infos):
+            columns["env_rewards"] = np.array(
+                [i.get("env_reward", r) for i, r in zip(infos, rewards, strict=True)],
+                np.float64,
+            )
+            columns["shaping_rewards"] = np.array(
+                [i.get("shaping_reward", 0.0) for i in infos], np.float64
+            )
+        if any("feedback" in i for i in all_infos):
+            columns.update(_feedback_columns(all_infos))
+        subgoal_ids: tuple[str, ...] = ()
+        if any("subgoals" in i for i in all_infos):
+            subgoal_ids, columns["subgoals/done"] = _subgoal_masks(all_infos)
+        last = infos[-1]
+        success = last.get("is_success")
+        meta = EpisodeMeta(
+            task_id=self.task_id,
+            round=self.round,
+            start_time=self.start_time,
+            end_time=end_time,
+            length=len(self._steps),
+            seed=self.seed,
+            success=None if success is None else bool(success),
+            outcome=str(last.get("outcome", "")),
+            episode_return=float(columns["rewards"].sum()),
+            phase=str(first_info.get("feedback", _NONE).get("phase", "")),
+            switch_time=switch_time,
+            config_version=config_version,
+            config_changes=config_changes,
+            env_spec=env_spec,
+            subgoal_ids=subgoal_ids,
+        )
+        return Episode(meta, columns)
+
+
+def _feedback_columns(infos: tuple[dict[str, Any], ...]) -> dict[str, np.ndarray]:
+    rows = len(infos)
+    kinds = np.zeros(rows, np.uint8)
+    phases = np.zeros(rows, PHASE_DTYPE)
+    guide_weights = np.full(rows, np.nan, np.float32)
+    review_weights = np.full(rows, np.nan, np.float32)
+    event_rows: list[int] = []
+    event_types: list[int] = []
+    payloads: list[str] = []
+    for row, info in enumerate(infos):
+        feedback = info.get("feedback")
+        if feedback is None:
+            continue
+        for kind, key in _EVENT_KEYS:
+            value = feedback.get(key)
+            if value:  # absent feedback is None or {}
+                kinds[row] |= kind
+                event_rows.append(row)
+                event_types.append(kind)
+                payloads.append(json.dumps(value, separators=(",", ":")))
+        phases[row] = feedback.get("phase", "").encode()
+        guide_weights[row] = feedback.get("guide_weight", np.nan)
+        review_weights[row] = feedback.get("review_weight", np.nan)
+    columns = {
+        "feedback/type": kinds,
+        "schedule/phase": phases,
+        "schedule/guide_weight": guide_weights,
+        "schedule/review_weight": review_weights,
+    }
+    if payloads:
+        columns["events/row"] = np.array(event_rows, np.int32)
+        columns["events/type"] = np.array(event_types, np.uint8)
+        columns["events/payload"] = np.empty(len(payloads), object)
+        columns["events/payload"][:] = payloads
+    return columns
+
+
+def _subgoal_masks(infos: tuple[dict[str, Any], ...]) -> tuple[tuple[str, ...], np.ndarray]:
+    progress = [info.get("subgoals", _NONE) for info in infos]
+    ids = tuple(progress[-1])
+    if any(tuple(p) != ids for p in progress):
+        ids = tuple(dict.fromkeys(sid for p in progress for sid in p))
+        progress = [{sid: p.get(sid, False) for sid in ids} for p in progress]
+    if len(ids) > MAX_SUBGOALS:
+        raise ValueError(
+            f"subgoal progress is stored as a {MAX_SUBGOALS}-bit mask; this episode has "
+            f"{len(ids)} subgoals"
+        )
+    done = np.fromiter(
+        itertools.chain.from_iterable(p.values() for p in progress), bool, len(progress) * len(ids)
+    ).reshape(len(progress), len(ids))
+    bits = np.arange(len(ids), dtype=np.uint64)
+    return ids, (done.astype(np.uint64) << bits).sum(axis=1, dtype=np.uint64)

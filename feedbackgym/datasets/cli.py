@@ -1,0 +1,151 @@
+"""The ``feedbackgym datasets`` commands: ``make``, ``inspect`` and ``prune``.
+
+Usage::
+
+    feedbackgym datasets make ID [--episodes N] [--policy expert|random]
+        [--split train|validation] [--seed S] [--out PATH] [--kwarg KEY=VALUE ...]
+        [--compression none|lzf|gzip]
+    feedbackgym datasets inspect PATH
+    feedbackgym datasets prune PATH [--config FILE] [--dry-run]
+
+h5py loads only when one of them runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from feedbackgym.cli import _parse_kwargs, _positive_int, _table
+from feedbackgym.rollout import POLICIES
+
+__all__ = ["DATASETS_PATH_ENV", "add_dataset_commands", "default_dataset_path"]
+
+DATASETS_PATH_ENV = "FEEDBACKGYM_DATASETS_PATH"
+"""Environment variable naming where ``datasets make`` puts stores by default."""
+_SPLITS = ("train", "validation")
+
+
+def default_dataset_path(env_id: str, policy: str) -> Path:
+    """``$FEEDBACKGYM_DATASETS_PATH/<id>-<policy>`` (default root ``~/.feedbackgym/datasets``)."""
+    root = os.environ.get(DATASETS_PATH_ENV) or Path.home() / ".feedbackgym" / "datasets"
+    return Path(root) / f"{env_id.replace('/', '_')}-{policy}"
+
+
+def add_dataset_commands(commands: Any) -> None:
+    """Adds ``datasets make|inspect|prune`` to the top-level subparsers ``commands``."""
+    datasets = commands.add_parser("datasets", help="make, inspect and prune trajectory stores")
+    sub = datasets.add_subparsers(dest="datasets_command", required=True, metavar="COMMAND")
+
+    make = sub.add_parser("make", help="record a built-in policy (the expert) as a dataset")
+    make.add_argument("env_id", metavar="ID", help="a registered id")
+    make.add_argument("--episodes", type=_positive_int, default=100)
+    make.add_argument("--policy", choices=POLICIES, default="expert")
+    make.add_argument(
+        "--split",
+        choices=_SPLITS,
+        default="train",
+        help="train: seeds from --seed on; validation: the env's held-out seeds",
+    )
+    make.add_argument("--seed", type=int, default=0, help="first seed of the train split")
+    make.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help=f"store directory (default: ${DATASETS_PATH_ENV}/...)",
+    )
+    make.add_argument(
+        "--kwarg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="env keyword argument (VALUE parsed as JSON when it can be), repeatable",
+    )
+    make.add_argument("--compression", choices=("none", "lzf", "gzip"), default="none")
+    make.set_defaults(run=_cmd_make)
+
+    inspect = sub.add_parser("inspect", help="summarise a store (or one of its files)")
+    inspect.add_argument("path", type=Path, metavar="PATH")
+    inspect.set_defaults(run=_cmd_inspect)
+
+    prune = sub.add_parser(
+        "prune", help="move rounds past the hot limit to a cold file, delete past the cold limit"
+    )
+    prune.add_argument("path", type=Path, metavar="PATH")
+    prune.add_argument(
+        "--config", type=Path, default=None, help="feedback config whose retention limits apply"
+    )
+    prune.add_argument("--dry-run", action="store_true", help="only say what would happen")
+    prune.set_defaults(run=_cmd_prune)
+
+
+def _cmd_make(args: argparse.Namespace) -> int:
+    from feedbackgym.datasets.expert import make_expert_dataset
+
+    path = args.out or default_dataset_path(args.env_id, args.policy)
+    store = make_expert_dataset(
+        args.env_id,
+        path,
+        args.episodes,
+        policy=args.policy,
+        split=args.split,
+        seed=args.seed,
+        env_kwargs=_parse_kwargs(args.kwarg),
+        compression=None if args.compression == "none" else args.compression,
+        progress=True,
+    )
+    made = store.episodes(round=args.split)[-args.episodes :]
+    successes = sum(bool(m.success) for m in made)
+    print(
+        f"{path}: {len(made)} {args.policy} episodes ({args.split}), "
+        f"{sum(m.length for m in made)} steps, {successes / len(made):.1%} success"
+    )
+    return 0
+
+
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    from feedbackgym.datasets.summary import summarize
+
+    rounds, files = summarize(args.path)
+    print(
+        f"{args.path}: {files.hot} segment(s), {files.cold} cold, {files.logs} log(s), "
+        f"{_bytes(files.size)}"
+    )
+    if not rounds:
+        print("no episodes")
+        return 0
+    rows = [["task", "round", "episodes", "steps", "success", "phases", "guide", "review", "size"]]
+    for r in rounds:
+        success = f"{r.successes / r.judged:.1%}" if r.judged else "-"
+        phases = ", ".join(f"{p} {n}" for p, n in sorted(r.phases.items())) or "-"
+        rows.append(
+            [r.task_id, r.round, str(r.episodes), str(r.steps), success, phases]
+            + [str(r.guides), str(r.reviews), _bytes(r.size)]
+        )
+    print(_table(rows))
+    return 0
+
+
+def _cmd_prune(args: argparse.Namespace) -> int:
+    from feedbackgym.config import RetentionConfig, load_config
+    from feedbackgym.datasets.retention import prune
+
+    retention = load_config(args.config).retention if args.config else RetentionConfig()
+    plan = prune(args.path, retention, dry_run=args.dry_run)
+    print(plan.describe())
+    if plan.cold_file is not None:
+        print(f"cold file: {plan.cold_file}")
+    return 0
+
+
+def _bytes(size: int) -> str:
+    if size < 1024:
+        return f"{size} B"
+    value = size / 1024
+    for unit in ("KiB", "MiB"):
+        if value < 1024:
+            return f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"

@@ -1,0 +1,416 @@
+"""One recorded episode as named columns, plus its metadata.
+
+An :class:`Episode` holds its data as flat, ``/``-separated column names that
+are also the dataset paths under a round group on disk:
+
+* one row per observation (``length + 1`` rows; row 0 is the reset):
+  ``observations`` (or ``observations/<key>`` for Dict spaces, ``_index_<i>``
+  for Tuple spaces), ``feedback/type``, ``schedule/phase``,
+  ``schedule/guide_weight``, ``schedule/review_weight``, ``subgoals/done``;
+* one row per step (``length`` rows): ``actions`` (or ``actions/<key>``),
+  ``rewards``, ``env_rewards``, ``shaping_rewards``, ``terminations``,
+  ``truncations``;
+* one row per feedback event: ``events/row`` (the observation row it came
+  with), ``events/type`` and ``events/payload`` (the hint or review as JSON).
+
+The columns in :data:`NEUTRAL` follow from the others when the env gives no
+such data (no shaping, no feedback wrappers, no subgoals): an episode in
+memory or in a log may leave them out, and :meth:`Episode.complete` (which
+every sealed segment goes through) fills them in, so files always hold them.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import IntFlag
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "NEUTRAL",
+    "OBSERVATION_ROWS",
+    "PHASE_DTYPE",
+    "STEP_ROWS",
+    "Episode",
+    "EpisodeMeta",
+    "FeedbackEvent",
+    "FeedbackType",
+    "Schema",
+    "column_rows",
+    "compatible",
+    "concat_columns",
+    "flatten_values",
+    "nest_columns",
+]
+
+OBSERVATION_ROWS = ("observations", "feedback", "schedule", "subgoals")
+"""Top-level names of the columns with one row per observation."""
+STEP_ROWS = ("actions", "rewards", "env_rewards", "shaping_rewards", "terminations", "truncations")
+"""Top-level names of the columns with one row per step."""
+EVENT_ROWS = "events"
+"""Top-level name of the columns with one row per feedback event."""
+
+
+class FeedbackType(IntFlag):
+    """What feedback came with an observation (a bit set; ``GUIDE | REVIEW`` is 3)."""
+
+    NONE = 0
+    GUIDE = 1
+    REVIEW = 2
+
+
+@dataclass(frozen=True)
+class FeedbackEvent:
+    """A hint or review that came with an observation.
+
+    Attributes:
+        row: The observation row (0 is the reset observation, ``t + 1`` the
+            observation after step ``t``).
+        type: :attr:`FeedbackType.GUIDE` or :attr:`FeedbackType.REVIEW`.
+        payload: The hint or review as JSON-safe data (``Hint.to_dict()``,
+            ``Review.to_dict()``).
+    """
+
+    row: int
+    type: FeedbackType
+    payload: dict[str, Any]
+
+
+@dataclass
+class EpisodeMeta:
+    """Everything known about an episode besides its per-step data.
+
+    Attributes:
+        task_id: The task (by default the env id).
+        round: The training round (or split, for expert datasets), as text.
+        start_time: Wall-clock time of the reset (Unix seconds).
+        end_time: Wall-clock time of the last step.
+        length: Number of steps.
+        seed: The reset seed, or ``None``.
+        success: ``info["is_success"]`` at the end, or ``None`` when absent.
+        outcome: ``info["outcome"]`` at the end, or ``""``.
+        episode_return: Sum of the rewards.
+        phase: The schedule phase at the reset (``""`` without a schedule).
+        switch_time: When the recorded phase first left ``"guide"``, or ``None``.
+        config_version: The feedback config version, or ``None`` without a
+            config file.
+        config_changes: The config edits seen so far (``version``, ``time``,
+            ``applied``, ``reason``).
+        env_spec: The env spec as JSON (``""`` when the env has none).
+        subgoal_ids: The subgoal ids, in the bit order of ``subgoals/done``.
+        shard: The writer that stored it (stamped by the store).
+        episode: The episode number within its shard (stamped by the store).
+    """
+
+    task_id: str
+    round: str
+    start_time: float
+    end_time: float
+    length: int
+    seed: int | None = None
+    success: bool | None = None
+    outcome: str = ""
+    episode_return: float = 0.0
+    phase: str = ""
+    switch_time: float | None = None
+    config_version: int | None = None
+    config_changes: tuple[dict[str, Any], ...] = ()
+    env_spec: str = ""
+    subgoal_ids: tuple[str, ...] = ()
+    shard: str = ""
+    episode: int = -1
+
+    @property
+    def timestamp(self) -> str:
+        """The start time as ``YYYYmmddTHHMMSS.ffffffZ`` (UTC)."""
+        whole = math.floor(self.start_time)
+        micros = min(999_999, round((self.start_time - whole) * 1e6))
+        return time.strftime("%Y%m%dT%H%M%S", time.gmtime(whole)) + f".{micros:06d}Z"
+
+    @property
+    def name(self) -> str:
+        """The episode's address under its round: ``{timestamp}-{episode}``."""
+        return f"{self.timestamp}-{self.episode:06d}"
+
+    @property
+    def wall_time(self) -> float:
+        """Seconds from the reset to the last step."""
+        return self.end_time - self.start_time
+
+    @property
+    def key(self) -> tuple[str, int]:
+        """``(shard, episode)``: unique within a store."""
+        return (self.shard, self.episode)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Returns the metadata as JSON-safe data (tuples for lists)."""
+        return dict(vars(self))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EpisodeMeta:
+        """Rebuilds the metadata from :meth:`to_dict` output."""
+        return cls(
+            **{
+                **data,
+                "config_changes": tuple(data.get("config_changes", ())),
+                "subgoal_ids": tuple(data.get("subgoal_ids", ())),
+            }
+        )
+
+
+PHASE_DTYPE = np.dtype("S16")
+"""``schedule/phase`` holds phase names as ASCII, cut to 16 characters."""
+
+NEUTRAL: dict[str, tuple[np.dtype[Any], Any]] = {
+    "env_rewards": (np.dtype(np.float64), None),
+    "shaping_rewards": (np.dtype(np.float64), 0.0),
+    "feedback/type": (np.dtype(np.uint8), 0),
+    "schedule/phase": (PHASE_DTYPE, b""),
+    "schedule/guide_weight": (np.dtype(np.float32), np.nan),
+    "schedule/review_weight": (np.dtype(np.float32), np.nan),
+    "subgoals/done": (np.dtype(np.uint64), 0),
+    "events/row": (np.dtype(np.int32), 0),
+    "events/type": (np.dtype(np.uint8), 0),
+    "events/payload": (np.dtype(object), ""),
+}
+"""Columns that may be left out, with their dtype and neutral value (``env_rewards``
+defaults to ``rewards``; an absent event column means no events)."""
+
+Schema = tuple[tuple[str, np.dtype[Any], tuple[int, ...]], ...]
+"""Per column: name, dtype and the shape of one row."""
+
+
+@dataclass
+class Episode:
+    """A recorded episode: metadata and named columns (see the module docstring).
+
+    Attributes:
+        meta: The metadata.
+        columns: Column name -> array.
+    """
+
+    meta: EpisodeMeta
+    columns: dict[str, np.ndarray] = field(repr=False)
+
+    @functools.cached_property
+    def schema(self) -> Schema:
+        """The columns' names, dtypes and row shapes (computed once: columns do not change)."""
+        return tuple((n, c.dtype, c.shape[1:]) for n, c in self.columns.items())
+
+    def rows(self, name: str) -> int:
+        """How many rows column ``name`` has in this episode."""
+        family = column_rows(name)
+        if family == "event":
+            return len(self.columns.get("events/row", ()))
+        return self.meta.length + (family == "observation")
+
+    def column(self, name: str) -> np.ndarray:
+        """Column ``name``, or its neutral value (see :data:`NEUTRAL`) when left out.
+
+        Raises:
+            KeyError: The column is neither present nor neutral.
+        """
+        column = self.columns.get(name)
+        if column is not None:
+            return column
+        if name == "env_rewards":
+            return self.columns["rewards"]
+        dtype, fill = NEUTRAL[name]
+        column = np.empty(self.rows(name), dtype)
+        column[:] = fill
+        return column
+
+    def complete(self) -> Episode:
+        """This episode with every neutral column present."""
+        if all(name in self.columns for name in NEUTRAL):
+            return self
+        return Episode(self.meta, {**self.columns, **{n: self.column(n) for n in NEUTRAL}})
+
+    @property
+    def observations(self) -> Any:
+        """Observations, ``length + 1`` rows: an array, or a dict/tuple of them."""
+        return nest_columns(self.columns, "observations")
+
+    @property
+    def actions(self) -> Any:
+        """Actions, ``length`` rows."""
+        return nest_columns(self.columns, "actions")
+
+    @property
+    def rewards(self) -> np.ndarray:
+        """Rewards as the trainer saw them (env reward plus shaping)."""
+        return self.columns["rewards"]
+
+    @property
+    def env_rewards(self) -> np.ndarray:
+        """The env's own rewards."""
+        return self.column("env_rewards")
+
+    @property
+    def shaping_rewards(self) -> np.ndarray:
+        """The shaping terms (0 without shaping)."""
+        return self.column("shaping_rewards")
+
+    @property
+    def terminations(self) -> np.ndarray:
+        """Per-step ``terminated`` flags."""
+        return self.columns["terminations"]
+
+    @property
+    def truncations(self) -> np.ndarray:
+        """Per-step ``truncated`` flags."""
+        return self.columns["truncations"]
+
+    @property
+    def feedback_types(self) -> np.ndarray:
+        """The :class:`FeedbackType` bits with each observation."""
+        return self.column("feedback/type")
+
+    @property
+    def phases(self) -> list[str]:
+        """The schedule phase with each observation (``""`` without a schedule)."""
+        return [p.decode() for p in self.column("schedule/phase")]
+
+    @property
+    def subgoals(self) -> list[dict[str, bool]]:
+        """Subgoal progress with each observation, decoded from ``subgoals/done``."""
+        ids = self.meta.subgoal_ids
+        return [
+            {sid: bool(int(m) >> bit & 1) for bit, sid in enumerate(ids)}
+            for m in self.column("subgoals/done")
+        ]
+
+    @property
+    def events(self) -> list[FeedbackEvent]:
+        """The hints and reviews, in order."""
+        return [
+            FeedbackEvent(int(row), FeedbackType(int(kind)), json.loads(payload))
+            for row, kind, payload in zip(
+                self.column("events/row"),
+                self.column("events/type"),
+                self.column("events/payload"),
+                strict=True,
+            )
+        ]
+
+
+def column_rows(name: str) -> str:
+    """Which row count a column has: ``"observation"``, ``"step"`` or ``"event"``.
+
+    Raises:
+        ValueError: The name belongs to no known column family.
+    """
+    top = name.split("/", 1)[0]
+    if top in OBSERVATION_ROWS:
+        return "observation"
+    if top in STEP_ROWS:
+        return "step"
+    if top == EVENT_ROWS:
+        return "event"
+    raise ValueError(f"unknown column {name!r}")
+
+
+def flatten_values(prefix: str, values: Sequence[Any]) -> dict[str, np.ndarray]:
+    """Turns a sequence of (possibly nested) values into columns named from ``prefix``.
+
+    Dicts become ``prefix/<key>`` columns, tuples ``prefix/_index_<i>`` columns;
+    strings become an object array of ``str``; anything else goes through
+    ``np.asarray``.
+
+    Example:
+        >>> cols = flatten_values("obs", [{"a": 1, "b": "x"}, {"a": 2, "b": "y"}])
+        >>> cols["obs/a"].tolist(), cols["obs/b"].tolist()
+        ([1, 2], ['x', 'y'])
+
+    Raises:
+        ValueError: A dict key contains ``/``.
+    """
+    columns: dict[str, np.ndarray] = {}
+    _flatten_into(columns, prefix, values)
+    return columns
+
+
+def _flatten_into(columns: dict[str, np.ndarray], prefix: str, values: Sequence[Any]) -> None:
+    first = values[0]
+    if isinstance(first, dict):
+        for key in first:
+            if "/" in str(key):
+                raise ValueError(f"observation and action keys may not contain '/': {key!r}")
+            _flatten_into(columns, f"{prefix}/{key}", [v[key] for v in values])
+    elif isinstance(first, tuple):
+        for i in range(len(first)):
+            _flatten_into(columns, f"{prefix}/_index_{i}", [v[i] for v in values])
+    elif isinstance(first, str):
+        column = np.empty(len(values), object)
+        column[:] = values
+        columns[prefix] = column
+    else:
+        columns[prefix] = np.asarray(values)
+
+
+def nest_columns(columns: dict[str, np.ndarray], prefix: str) -> Any:
+    """Rebuilds the value structure that :func:`flatten_values` flattened.
+
+    Example:
+        >>> cols = flatten_values("obs", [{"a": (1, 2)}, {"a": (3, 4)}])
+        >>> nest_columns(cols, "obs")["a"][1].tolist()
+        [2, 4]
+
+    Raises:
+        KeyError: No column is named ``prefix`` or starts with ``prefix/``.
+    """
+    if prefix in columns:
+        return columns[prefix]
+    start = prefix + "/"
+    children: dict[str, dict[str, np.ndarray]] = {}
+    for name, column in columns.items():
+        if name.startswith(start):
+            child = name[len(start) :].split("/", 1)[0]
+            children.setdefault(child, {})[name] = column
+    if not children:
+        raise KeyError(prefix)
+    nested = {key: nest_columns(cols, start + key) for key, cols in children.items()}
+    if all(key.startswith("_index_") for key in nested):
+        return tuple(nested[f"_index_{i}"] for i in range(len(nested)))
+    return nested
+
+
+def compatible(a: Schema, b: Schema) -> bool:
+    """Whether episodes of schemas ``a`` and ``b`` can share datasets.
+
+    Both must have the same columns apart from :data:`NEUTRAL` ones, and the
+    columns both have must match in row shape and in kind of dtype (text,
+    bytes, numbers: ``int32`` and ``int64`` mix, text and numbers do not).
+    """
+    if a == b:
+        return True
+    first = {name: (_kind(dtype), shape) for name, dtype, shape in a}
+    second = {name: (_kind(dtype), shape) for name, dtype, shape in b}
+    return set(first) - set(NEUTRAL) == set(second) - set(NEUTRAL) and all(
+        first[name] == second[name] for name in set(first) & set(second)
+    )
+
+
+def _kind(dtype: np.dtype[Any]) -> str:
+    return dtype.kind if dtype.kind in "OSU" else "number"
+
+
+def concat_columns(episodes: Sequence[Episode]) -> dict[str, np.ndarray]:
+    """Concatenates the columns of compatible episodes, neutral ones filled in."""
+    names = dict.fromkeys(n for e in episodes for n in e.columns) | dict.fromkeys(NEUTRAL)
+    columns = {}
+    for name in names:
+        if name != "env_rewards" and all(name not in e.columns for e in episodes):
+            dtype, fill = NEUTRAL[name]
+            column = np.empty(sum(e.rows(name) for e in episodes), dtype)
+            column[:] = fill
+        else:
+            column = np.concatenate([e.column(name) for e in episodes])
+        columns[name] = column
+    return columns

@@ -1,0 +1,123 @@
+"""What a store holds, per task and round: the numbers ``feedbackgym datasets inspect`` prints."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from feedbackgym.datasets._catalog import COLD_DIR, Catalog, Entry, load_episodes, segment_files
+from feedbackgym.datasets._hdf5 import h5py
+from feedbackgym.datasets._segment import SegmentRef
+from feedbackgym.datasets.episode import FeedbackType
+from feedbackgym.datasets.errors import StoreError
+
+__all__ = ["RoundSummary", "StoreFiles", "summarize"]
+
+
+@dataclass
+class RoundSummary:
+    """One task and round of a store.
+
+    Attributes:
+        task_id: The task.
+        round: The round.
+        episodes: Episodes.
+        steps: Steps.
+        successes: Episodes with ``is_success`` true.
+        judged: Episodes that report ``is_success`` at all.
+        phases: Episodes per schedule phase at their reset (without a schedule: none).
+        guides: Hints given.
+        reviews: Reviews given.
+        size: Bytes the round's data takes in sealed files (in memory, for logs).
+    """
+
+    task_id: str
+    round: str
+    episodes: int = 0
+    steps: int = 0
+    successes: int = 0
+    judged: int = 0
+    phases: Counter[str] = field(default_factory=Counter)
+    guides: int = 0
+    reviews: int = 0
+    size: int = 0
+
+
+@dataclass(frozen=True)
+class StoreFiles:
+    """The files of a store: sealed segments (hot and cold), live or orphan logs, bytes."""
+
+    hot: int
+    cold: int
+    logs: int
+    size: int
+
+
+def summarize(path: str | os.PathLike[str]) -> tuple[list[RoundSummary], StoreFiles]:
+    """Counts episodes, steps, successes, phases, feedback and bytes per task and round.
+
+    Raises:
+        StoreError: ``path`` does not exist.
+    """
+    root = Path(path)
+    if not root.exists():
+        raise StoreError(f"{root} does not exist")
+    catalog = Catalog(root)
+    entries = catalog.entries()
+    rounds: dict[tuple[str, str], RoundSummary] = {}
+    for entry in entries:
+        meta = entry.meta
+        summary = rounds.setdefault(
+            (meta.task_id, meta.round), RoundSummary(meta.task_id, meta.round)
+        )
+        summary.episodes += 1
+        summary.steps += meta.length
+        summary.judged += meta.success is not None
+        summary.successes += bool(meta.success)
+        if meta.phase:
+            summary.phases[meta.phase] += 1
+    for episode in load_episodes(catalog, entries, lambda name: name == "events/type"):
+        summary = rounds[(episode.meta.task_id, episode.meta.round)]
+        kinds = episode.column("events/type")
+        summary.guides += int((kinds == FeedbackType.GUIDE).sum())
+        summary.reviews += int((kinds == FeedbackType.REVIEW).sum())
+    for (task_id, round), size in _sizes(entries).items():
+        rounds[(task_id, round)].size = size
+    segments = segment_files(root)
+    logs = [] if root.is_file() else list(root.glob("*.log"))
+    files = StoreFiles(
+        hot=sum(p.parent.name != COLD_DIR for p in segments),
+        cold=sum(p.parent.name == COLD_DIR for p in segments),
+        logs=len(logs),
+        size=sum(p.stat().st_size for p in [*segments, *logs]),
+    )
+    return list(rounds.values()), files
+
+
+def _sizes(entries: list[Entry]) -> dict[tuple[str, str], int]:
+    sizes: Counter[tuple[str, str]] = Counter()
+    groups: dict[tuple[Path, str], tuple[str, str]] = {}
+    for entry in entries:
+        key = (entry.meta.task_id, entry.meta.round)
+        if isinstance(entry.source, SegmentRef):
+            groups[(entry.source.path, entry.source.group)] = key
+        else:
+            sizes[key] += sum(c.nbytes for c in entry.source.columns.values())
+    for (path, group), key in groups.items():
+        with h5py.File(path, "r") as file:
+            sizes[key] += _storage_size(file[group])
+    return dict(sizes)
+
+
+def _storage_size(group: Any) -> int:
+    sizes: list[int] = []
+
+    def visit(_: str, obj: Any) -> None:
+        if isinstance(obj, h5py.Dataset):
+            sizes.append(obj.id.get_storage_size())
+
+    group.visititems(visit)
+    return sum(sizes)

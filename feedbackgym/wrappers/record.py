@@ -1,0 +1,178 @@
+"""``RecordTrajectories``: records every episode, with its feedback, to a trajectory store."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+from gymnasium import spaces
+
+from feedbackgym.datasets.builder import EpisodeBuilder
+from feedbackgym.datasets.store import TrajectoryStore
+
+__all__ = ["RecordTrajectories"]
+
+
+class RecordTrajectories(
+    gym.Wrapper[Any, Any, Any, Any],
+    gym.utils.RecordConstructorArgs,
+):
+    """Records each finished episode to a :class:`~feedbackgym.datasets.TrajectoryStore`.
+
+    Put it outermost, so that it sees the observations, rewards and
+    ``info["feedback"]`` the trainer sees. Per observation it records the
+    feedback type (none, guide, review) and payload, the schedule phase and
+    weights and the subgoal progress; per step the action, the reward and,
+    apart, the env and shaping rewards; per episode the seed, the env spec, the
+    feedback config version and its change times, and when the recorded phase
+    first left ``"guide"``. Fields a bare env lacks stay empty or neutral.
+
+    Each episode goes to the store when it ends, and is durable (in the
+    store's write-ahead log) when the step that ended it returns, so a crash
+    loses at most the episode in flight. An episode still running at
+    :meth:`close` is not recorded. Envs in subprocess workers each write their
+    own shard.
+
+    Args:
+        env: The env to record.
+        store: A store directory, or a :class:`TrajectoryStore` (a path opens
+            one that :meth:`close` closes; a store you pass is only flushed).
+        task_id: The task the episodes belong to; default: the env id.
+        round: The training round (or split); change it with :meth:`set_round`.
+
+    Example:
+        >>> import gymnasium as gym, feedbackgym, tempfile
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> env = RecordTrajectories(gym.make("feedbackgym/OpsIncidentEasy-v0"), tmp.name, round=1)
+        >>> _ = env.reset(seed=3)
+        >>> _ = env.step(env.unwrapped.expert_action())
+        >>> env.set_round(2)  # applies from the next reset
+        >>> env.close()  # the running episode is not recorded
+        >>> len(env.store)
+        0
+        >>> tmp.cleanup()
+
+    Change logs:
+     * v0.1.0 - Initially added
+    """
+
+    def __init__(
+        self,
+        env: gym.Env[Any, Any],
+        store: str | os.PathLike[str] | TrajectoryStore,
+        task_id: str | None = None,
+        round: int | str | None = None,
+    ) -> None:
+        path = store.path if isinstance(store, TrajectoryStore) else store
+        gym.utils.RecordConstructorArgs.__init__(
+            self, store=os.fspath(path), task_id=task_id, round=round
+        )
+        gym.Wrapper.__init__(self, env)
+        self._owns_store = not isinstance(store, TrajectoryStore)
+        self.store = store if isinstance(store, TrajectoryStore) else TrajectoryStore(store)
+        self.task_id = task_id or (env.spec.id if env.spec else type(env.unwrapped).__name__)
+        self.set_round(round)
+        self._env_spec = _spec_json(env)
+        self._feedback_state = _method(env, "feedback_state")
+        self._parse = _action_parser(env)
+        self._builder: EpisodeBuilder | None = None
+        self._saw_guide = False
+        self.switch_time: float | None = None
+        """Wall time at which the recorded phase first left ``"guide"``."""
+
+    def set_round(self, round: int | str | None) -> None:
+        """Sets the round that episodes starting from the next reset belong to.
+
+        Called by trainers through ``env_method``/``call``; ``None`` means round 0.
+        """
+        self.round = "0" if round is None else str(round)
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Resets the env and starts recording the episode."""
+        obs, info = self.env.reset(seed=seed, options=options)
+        self._builder = EpisodeBuilder(
+            obs, info, task_id=self.task_id, round=self.round, seed=seed, start_time=time.time()
+        )
+        self._watch_phase(info)
+        return obs, info
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        """Steps the env and records the step; writes the episode to the store when it ends.
+
+        Raises:
+            StoreError: The store could not write the episode.
+        """
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        builder = self._builder
+        if builder is not None:
+            if self._parse is not None and isinstance(action, str):
+                action = self._parse(action)
+            builder.add(action, obs, reward, terminated, truncated, info)
+            if self.switch_time is None:
+                self._watch_phase(info)
+            if terminated or truncated:
+                self._finish(builder)
+        return obs, reward, terminated, truncated, info
+
+    def close(self) -> None:
+        """Flushes the store (closing it if this wrapper opened it) and closes the env."""
+        self._builder = None
+        try:
+            if self._owns_store:
+                self.store.close()
+            else:
+                self.store.flush()
+        finally:
+            super().close()
+
+    def _finish(self, builder: EpisodeBuilder) -> None:
+        self._builder = None
+        state = self._feedback_state() if self._feedback_state is not None else {}
+        episode = builder.build(
+            end_time=time.time(),
+            switch_time=self.switch_time,
+            config_version=state.get("config_version"),
+            config_changes=tuple(state.get("config_changes", ())),
+            env_spec=self._env_spec,
+        )
+        self.store.add_episode(episode)
+
+    def _watch_phase(self, info: dict[str, Any]) -> None:
+        feedback = info.get("feedback")
+        if feedback is None:
+            return
+        phase = feedback.get("phase")
+        if phase == "guide":
+            self._saw_guide = True
+        elif phase and self._saw_guide:
+            self.switch_time = time.time()
+
+
+def _spec_json(env: gym.Env[Any, Any]) -> str:
+    spec = env.spec
+    if spec is None:
+        return ""
+    try:
+        return spec.to_json()
+    except (TypeError, ValueError, gym.error.Error):
+        return ""  # constructor arguments that are not plain data
+
+
+def _method(env: gym.Env[Any, Any], name: str) -> Callable[[], dict[str, Any]] | None:
+    try:
+        method = env.get_wrapper_attr(name)
+    except AttributeError:
+        return None
+    return method if callable(method) else None
+
+
+def _action_parser(env: gym.Env[Any, Any]) -> Callable[[str], Any] | None:
+    """Maps text actions to the action space, for envs that accept text for a non-text space."""
+    if isinstance(env.action_space, spaces.Text):
+        return None
+    return getattr(env.unwrapped, "parse_action", None)

@@ -1,0 +1,145 @@
+"""Browser lifecycle: one Chromium per process, contexts per episode, crashes, no leaks."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import feedbackgym  # noqa: F401  (registers the ids)
+from feedbackgym.errors import FeedbackGymError
+from tests.envs.web.processes import browser_main, browser_processes
+
+pytestmark = [pytest.mark.web, pytest.mark.usefixtures("browser")]
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _wait_until(condition, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+def test_close_is_idempotent_and_ends_the_episode():
+    env = gym.make("feedbackgym/WebForm-v0")
+    env.close()  # never reset: nothing was opened
+    env.reset(seed=0)
+    env.close()
+    env.close()
+    with pytest.raises(FeedbackGymError):
+        env.unwrapped.step(0)
+
+
+LEAK_SCRIPT = textwrap.dedent(
+    """
+    import sys, time
+    import gymnasium as gym
+    import feedbackgym
+    from tests.envs.web.processes import browser_processes
+
+    env = gym.make("feedbackgym/WebForm-v0")
+    counts = []
+    for episode in range(200):
+        env.reset(seed=episode)
+        env.step(env.unwrapped.expert_action())  # acts, so the next episode needs a new context
+        if episode in (0, 199):
+            time.sleep(1.0)  # let closing contexts' renderers exit
+            counts.append(len(browser_processes()))
+    env.close()
+    print(*counts)
+    """
+)
+
+
+def test_no_process_leaks_over_200_episodes():
+    child = subprocess.Popen(
+        [sys.executable, "-c", LEAK_SCRIPT],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    out, err = child.communicate(timeout=600)
+    assert child.returncode == 0, err
+    first, last = map(int, out.split())
+    assert first > 0 and last <= first + 2  # a spare page may be half made or half closed
+    # The child has exited: nothing it launched is left.
+    assert _wait_until(lambda: not browser_processes(child.pid))
+
+
+def test_browser_crash_truncates_and_next_reset_recovers():
+    env = gym.make("feedbackgym/WebForm-v0")
+    env.reset(seed=0)
+    env.step(env.unwrapped.expert_action())
+    os.kill(browser_main(), signal.SIGKILL)
+    _, reward, terminated, truncated, info = env.step(env.unwrapped.expert_action())
+    assert truncated and not terminated and reward == 0.0
+    assert info["outcome"] == "infra_error" and info["infra_error"]
+    with pytest.raises(FeedbackGymError, match="episode is over"):
+        env.step(0)
+    _, info = env.reset(seed=1)
+    while not info["subgoals"]["personal_details"]:
+        _, _, _, truncated, info = env.step(env.unwrapped.expert_action())
+        assert not truncated and "infra_error" not in info
+    env.close()
+
+
+def test_renderer_crash_truncates_and_next_reset_recovers():
+    env = gym.make("feedbackgym/WebCheckout-v0")
+    env.reset(seed=0)
+    for pid in _renderers():  # this page's, and the spare pages'
+        os.kill(pid, signal.SIGKILL)
+    _, _, terminated, truncated, info = env.step(env.unwrapped.expert_action())
+    assert truncated and not terminated and "infra_error" in info
+    env.reset(seed=0)
+    _, _, _, truncated, info = env.step(env.unwrapped.expert_action())
+    assert not truncated and info["invalid_action"] == ""
+    env.close()
+
+
+def _renderers():
+    return [
+        pid
+        for pid in browser_processes()
+        if b"--type=renderer" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    ]
+
+
+def test_async_vector_env_with_4_workers_each_with_its_own_chromium():
+    envs = gym.make_vec("feedbackgym/WebForm-v0", num_envs=4, vectorization_mode="async")
+    obs, info = envs.reset(seed=0)
+    for _ in range(12):  # through the first page of the form, in every worker
+        obs, _, _, truncated, info = envs.step(np.array(envs.call("expert_action")))
+        assert obs["elements"].shape[0] == 4 and not truncated.any()
+    assert info["subgoals"]["personal_details"].all()
+    workers = [process.pid for process in envs.processes]
+    assert all(browser_processes(worker) for worker in workers)
+    envs.close()
+    assert _wait_until(lambda: not any(browser_processes(worker) for worker in workers))
+
+
+def test_nothing_leaves_the_machine():
+    env = gym.make("feedbackgym/WebCheckout-v0")
+    env.reset(seed=0)
+
+    async def fetch(page, url):
+        return await page.evaluate(
+            "url => fetch(url).then(r => r.status, e => 'blocked: ' + e.message)", url
+        )
+
+    assert env.unwrapped._pages.run(lambda page: fetch(page, "/_kit/kit.css")) == 200
+    for url in ("http://example.com/", "https://127.0.0.1:9/", "http://10.0.0.1/x"):
+        assert str(env.unwrapped._pages.run(lambda page, u=url: fetch(page, u))).startswith(
+            "blocked"
+        )
+    env.close()
