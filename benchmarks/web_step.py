@@ -176,20 +176,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=50, help="expert episodes per family")
     parser.add_argument("--vector-steps", type=int, default=400, help="4-env steps (0: skip)")
-    parser.add_argument("--miniwob-steps", type=int, default=200, help="steps per MiniWoB++ row")
-    parser.add_argument("--floor", type=int, default=300, help="repeats of the floor")
+    parser.add_argument(
+        "--miniwob-steps", type=int, default=200, help="steps per MiniWoB++ row (0: skip)"
+    )
+    parser.add_argument("--floor", type=int, default=300, help="repeats of the floor (0: skip)")
     args = parser.parse_args()
     print(f"load average at the start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)\n")
 
     print(f"## Task families: the expert, {args.episodes} episodes each\n\n{HEADER}")
     for env_id in FAMILIES:
         env = gym.make(env_id)
-        print(
-            row(
-                env_id.removeprefix("feedbackgym/"),
-                play(env, expert, episodes=args.episodes, steps=10**9),
-            )
-        )
+        figures = play(env, expert, episodes=args.episodes, steps=10**9)
+        print(row(env_id.removeprefix("feedbackgym/"), figures))
         env.close()
 
     if args.vector_steps:
@@ -199,22 +197,24 @@ def main() -> None:
             rate = vector_rate(env_id, 4, args.vector_steps)
             print(f"| {env_id.removeprefix('feedbackgym/')} | {rate:.1f} |")
 
-    print(f"\n## The floor: one-button page, {args.floor} repeats\n")
-    print("| call | p50 ms | p99 ms |\n| --- | --- | --- |")
-    for name, (p50, p99) in floor(args.floor).items():
-        print(f"| {name} | {p50:.1f} | {p99:.1f} |")
+    if args.floor:
+        print(f"\n## The floor: one-button page, {args.floor} repeats\n")
+        print("| call | p50 ms | p99 ms |\n| --- | --- | --- |")
+        for name, (p50, p99) in floor(args.floor).items():
+            print(f"| {name} | {p50:.1f} | {p99:.1f} |")
 
-    steps = args.miniwob_steps
-    print(f"\n## MiniWoB++ pages: uniform over actions that hit an element, ~{steps} steps")
-    print("(prefetch off: no page is made in the background, so steps never share the CPU")
-    print("with it, and every reset makes its page)\n")
-    print(HEADER)
-    for task in MINIWOB:
-        for prefetch in (True, False):
-            env = gym.make(f"feedbackgym/MiniWoB-{task}-v0", prefetch=prefetch)
-            figures = play(env, hitting(0), episodes=10**9, steps=steps)
-            print(row(f"MiniWoB-{task}{'' if prefetch else ' (prefetch off)'}", figures))
-            env.close()
+    if args.miniwob_steps:
+        steps = args.miniwob_steps
+        print(f"\n## MiniWoB++ pages: uniform over actions that hit an element, ~{steps} steps")
+        print("(prefetch off: no page is made in the background, so steps never share the CPU")
+        print("with it, and every reset makes its page)\n")
+        print(HEADER)
+        for task in MINIWOB:
+            for prefetch in (True, False):
+                env = gym.make(f"feedbackgym/MiniWoB-{task}-v0", prefetch=prefetch)
+                figures = play(env, hitting(0), episodes=10**9, steps=steps)
+                print(row(f"MiniWoB-{task}{'' if prefetch else ' (prefetch off)'}", figures))
+                env.close()
     print(f"\nload average at the end: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)")
 
 

@@ -61,6 +61,7 @@ LEAK_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.timeout(1200)  # a hang guard: 200 browser episodes pass 300 s on a loaded machine
 def test_no_process_leaks_over_200_episodes():
     child = subprocess.Popen(
         [sys.executable, "-c", LEAK_SCRIPT],
