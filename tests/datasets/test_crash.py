@@ -4,10 +4,10 @@ A child process records OpsIncident episodes (random actions, a segment sealed
 every ~3 episodes, so kills land in log appends, in seals and in the recovery
 a new writer runs at start) and counts the episodes whose final ``step()``
 returned. Every other kill waits until the child has started sealing a batch
-(it flushes every 10 episodes) and strikes within the next few milliseconds.
+(it flushes every 5 episodes) and strikes within the next few milliseconds.
 After each kill the store must hold every counted episode, and at most one
 more per kill; every file must open with plain h5py. Set
-``FEEDBACKGYM_CRASH_KILLS`` for more kills than the default 30.
+``FEEDBACKGYM_CRASH_KILLS`` for more kills than the default 24.
 """
 
 import multiprocessing
@@ -23,7 +23,7 @@ import numpy as np
 from feedbackgym.datasets import TrajectoryStore
 from feedbackgym.wrappers import RecordTrajectories
 
-KILLS = int(os.environ.get("FEEDBACKGYM_CRASH_KILLS", "30"))
+KILLS = int(os.environ.get("FEEDBACKGYM_CRASH_KILLS", "24"))
 SEGMENT_STEPS = 60
 
 
@@ -37,7 +37,7 @@ def record_until_killed(path, finished, sealing, seed):
         _, _, terminated, truncated, _ = env.step(rng.randrange(70))
         if terminated or truncated:
             finished.value += 1
-            if finished.value % 10 == 0:
+            if finished.value % 5 == 0:
                 sealing.value = 1
                 store.flush()
                 sealing.value = 0
@@ -73,7 +73,7 @@ def test_kill_9_at_random_moments(store_path):
                 time.sleep(0.0005)
             time.sleep(rng.uniform(0.0, 0.005))
         else:
-            time.sleep(rng.uniform(0.0, 0.4))
+            time.sleep(rng.uniform(0.0, 0.3))
         os.kill(child.pid, signal.SIGKILL)
         child.join()
         counted += finished.value
