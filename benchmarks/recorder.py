@@ -225,38 +225,33 @@ def main() -> None:
     def best(name: str) -> float:
         return min(run[name] for run in runs)
 
-    def median_ratio(a: str, b: str) -> float:
-        return statistics.median(run[a] / run[b] for run in runs)
+    def ratios(a: str, b: str) -> str:
+        """``a``'s time over ``b``'s: best of the repeats, and the median of per-repeat ratios."""
+        median = statistics.median(run[a] / run[b] for run in runs)
+        return f"{best(a) / best(b):.2f}x (median {median:.2f}x)"
 
     raw, recorder = best("raw env"), best("env + RecordTrajectories")
     print(f"{ENV_ID}, random actions: {args.steps} steps, {len(episodes)} episodes")
-    print(f"best of {args.repeats}; ratios are medians over the repeats")
+    print(f"best of {args.repeats} runs")
     print(f"{'':<28} {'steps/s':>10} {'time/step':>11}")
     row("raw env", args.steps, raw)
-    ratio = median_ratio("env + RecordTrajectories", "raw env")
-    row("env + RecordTrajectories", args.steps, recorder, f"{ratio:.2f}x raw step time")
+    note = f"{ratios('env + RecordTrajectories', 'raw env')} raw step time"
+    row("env + RecordTrajectories", args.steps, recorder, note)
     if missing is None:
-        ratio = median_ratio("env + Minari DataCollector", "env + RecordTrajectories")
-        row(
-            "env + Minari DataCollector",
-            args.steps,
-            best("env + Minari DataCollector"),
-            f"recorder {ratio:.1f}x faster",
-        )
+        note = f"{ratios('env + Minari DataCollector', 'env + RecordTrajectories')} recorder's"
+        row("env + Minari DataCollector", args.steps, best("env + Minari DataCollector"), note)
     else:
         print(f"{'env + Minari DataCollector':<28} skipped: {missing}")
     print(f"write path only, {steps} transitions (CPU time per transition in brackets):")
-    for name in WRITERS:
-        wall, cpu = (min(w[name][i] for w in writes) for i in (0, 1))
+    floor = "raw h5py, 10k-row batches"
+    bests = {name: [min(w[name][i] for w in writes) for i in (0, 1)] for name in WRITERS}
+    for name, (wall, cpu) in bests.items():
         note = f"({1e6 * cpu / steps:.2f}us)"
-        if name == "TrajectoryStore writes":
-            throughput = statistics.median(
-                w["raw h5py, 10k-row batches"][0] / w[name][0] for w in writes
+        if name != floor:
+            note += (
+                f"  {bests[floor][0] / wall:.2f}x raw h5py throughput "
+                f"(CPU {bests[floor][1] / cpu:.2f}x)"
             )
-            throughput_cpu = statistics.median(
-                w["raw h5py, 10k-row batches"][1] / w[name][1] for w in writes
-            )
-            note += f"  {throughput:.2f}x raw h5py throughput (CPU {throughput_cpu:.2f}x)"
         row(name, steps, wall, note)
 
 
