@@ -92,7 +92,9 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("--arms", help=f"comma-separated, from {','.join(_ARMS)}")
     compare.add_argument("--seeds", type=_positive_int, help="seeds per arm")
     compare.add_argument("--steps", type=_positive_int, help="env steps per run")
-    compare.add_argument("--jobs", type=_positive_int, default=1, help="runs in parallel")
+    compare.add_argument(
+        "--jobs", type=_positive_int, help="runs in parallel (default 1; 2 with --quick)"
+    )
     compare.add_argument("--out", default="runs/compare", help="output directory")
     compare.add_argument("--bc-episodes", type=int, default=0, help="behaviour-cloning warm-up")
     compare.add_argument("--kwarg", action="append", default=[], metavar="KEY=VALUE")
@@ -260,7 +262,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     _make(settings["env_id"], {}).close()  # a clear error for an unknown id, before any run
     config = ComparisonConfig(
         out=args.out,
-        jobs=args.jobs,
+        jobs=args.jobs or (2 if args.quick else 1),
         bc_episodes=args.bc_episodes,
         env_kwargs=_parse_kwargs(args.kwarg),
         adaptive=None if args.fixed_switch else {"metric": "return"},

@@ -25,7 +25,12 @@ import gymnasium as gym
 from feedbackgym.schedules import ARMS
 from feedbackgym.wrappers import AddGuide, AddReview, FadeGuideToReview, ShapeWithSubgoals
 
-__all__ = ["ArmSettings", "make_arm_env"]
+__all__ = ["ArmSettings", "make_arm_env", "rounds_for"]
+
+
+def rounds_for(steps: int, n_envs: int, n_steps: int) -> int:
+    """Training rounds (rollouts of ``n_envs`` x ``n_steps``) in ``steps`` env steps, at least 1."""
+    return max(1, steps // (n_envs * n_steps))
 
 
 @dataclass(frozen=True)

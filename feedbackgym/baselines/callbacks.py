@@ -174,7 +174,6 @@ class FeedbackCallback(BaseCallback):
         episodes = sum(r["episodes_ended"] for r in review)
         hint_latency = [x for g in guide for x in g["latencies_ms"]]
         review_latency = [x for r in review for x in r["latencies_ms"]]
-        total = self.state.get("progress", 0.0)
         switch_at = self.state.get("switch_at")
         metrics = {
             "phase": float(PHASE_CODES.get(self.state.get("phase", "none"), -1)),
@@ -186,7 +185,7 @@ class FeedbackCallback(BaseCallback):
             "misses": float(sum(g["misses"] for g in guide) + sum(r["misses"] for r in review)),
         }
         if switch_at is not None:
-            metrics["switch_step"] = float(switch_at) * self._total_rounds(total)
+            metrics["switch_step"] = float(switch_at) * float(self.state["total"])
         if hint_latency:
             metrics["hint_latency_p50_ms"] = float(np.percentile(hint_latency, 50))
             metrics["hint_latency_p99_ms"] = float(np.percentile(hint_latency, 99))
@@ -196,13 +195,6 @@ class FeedbackCallback(BaseCallback):
         if mean_return is not None:
             metrics["mean_return"] = mean_return
         return metrics
-
-    def _total_rounds(self, fallback: float) -> float:
-        schedule = self.state.get("schedule", "")
-        marker = "total="
-        if marker in schedule:
-            return float(schedule.split(marker)[1].split(",")[0].rstrip(")"))
-        return fallback
 
     # --- review credit --------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from feedbackgym.baselines.arms import ArmSettings
+from feedbackgym.baselines.arms import ArmSettings, rounds_for
 from feedbackgym.schedules import ARMS
 
 __all__ = ["ComparisonConfig", "QUICK", "run_comparison", "summarize_runs"]
@@ -83,17 +83,25 @@ class ComparisonConfig:
                 f"({self.n_envs * self.n_steps})"
             )
 
+    @property
+    def rounds(self) -> int:
+        """Training rounds per run."""
+        return rounds_for(self.steps, self.n_envs, self.n_steps)
+
+    @property
+    def fade_rounds(self) -> float:
+        """The fade length in rounds (``fade``, or 10% of training, at least 5)."""
+        return self.fade if self.fade is not None else max(5.0, 0.1 * self.rounds)
+
     def run_configs(self) -> list[Any]:
         """One :class:`~feedbackgym.baselines.runner.RunConfig` per arm and seed."""
         from feedbackgym.baselines.runner import RunConfig
 
-        rounds = max(1, self.steps // (self.n_envs * self.n_steps))
-        eval_every = self.eval_every or max(1, rounds // 15)
-        fade = self.fade if self.fade is not None else max(5.0, 0.1 * rounds)
+        eval_every = self.eval_every or max(1, self.rounds // 15)
         settings = ArmSettings(
-            total_rounds=rounds,
+            total_rounds=self.rounds,
             switch_at=self.switch_at,
-            fade=fade,
+            fade=self.fade_rounds,
             adaptive=self.adaptive,
             env_kwargs=dict(self.env_kwargs or {}),
         )
@@ -331,7 +339,5 @@ def _phase_bounds(runs: Sequence[Any], config: ComparisonConfig) -> tuple[float,
                 end = curve["step"][settled[0]] if settled else curve["step"][-1]
                 return float(curve["step"][later[0]]), float(end)
     steps_per_round = config.n_envs * config.n_steps
-    rounds = max(1, config.steps // steps_per_round)
-    fade = config.fade if config.fade is not None else max(5.0, 0.1 * rounds)
-    switch = config.switch_at * rounds * steps_per_round
-    return switch, switch + fade * steps_per_round
+    switch = config.switch_at * config.rounds * steps_per_round
+    return switch, switch + config.fade_rounds * steps_per_round

@@ -23,7 +23,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from feedbackgym.baselines.arms import ArmSettings, make_arm_env
+from feedbackgym.baselines.arms import ArmSettings, make_arm_env, rounds_for
 from feedbackgym.errors import DependencyNotInstalled
 
 try:
@@ -93,7 +93,11 @@ class PPOConfig:
     @property
     def rounds(self) -> int:
         """Training rounds (iterations)."""
-        return max(1, self.total_timesteps // (self.num_envs * self.num_steps))
+        return rounds_for(self.total_timesteps, self.num_envs, self.num_steps)
+
+    def arm_settings(self) -> ArmSettings:
+        """The feedback settings of the arm's env stack for this run."""
+        return ArmSettings(total_rounds=self.rounds, env_kwargs=dict(self.env_kwargs))
 
 
 def _vector_keys(space: gym.spaces.Dict) -> list[tuple[str, int]]:
@@ -191,7 +195,7 @@ def _device(name: str) -> torch.device:
 
 def make_vector_env(config: PPOConfig) -> Any:
     """The arm's stack in a sync or async vector env with same-step autoreset."""
-    settings = ArmSettings(total_rounds=config.rounds, env_kwargs=dict(config.env_kwargs))
+    settings = config.arm_settings()
 
     def make() -> gym.Env[Any, Any]:
         return make_arm_env(config.env_id, config.arm, settings)
@@ -357,7 +361,7 @@ def _update(
 def _clone_expert(agent: Agent, config: PPOConfig, device: torch.device) -> None:
     from feedbackgym.baselines.bc import collect_expert, fit_log_prob
 
-    settings = ArmSettings(total_rounds=config.rounds, env_kwargs=dict(config.env_kwargs))
+    settings = config.arm_settings()
     env = make_arm_env(config.env_id, config.arm, settings)
     observations, actions = collect_expert(env, config.bc_episodes, config.seed)
     env.close()

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from feedbackgym.baselines.arms import ArmSettings, make_arm_env
+from feedbackgym.baselines.arms import ArmSettings, make_arm_env, rounds_for
 from feedbackgym.baselines.evaluation import Evaluation, evaluate_policy, validation_seeds
 from feedbackgym.errors import DependencyNotInstalled
 
@@ -92,7 +92,7 @@ class RunConfig:
     @property
     def rounds(self) -> int:
         """Training rounds (PPO rollouts)."""
-        return max(1, self.total_steps // (self.n_envs * self.n_steps))
+        return rounds_for(self.total_steps, self.n_envs, self.n_steps)
 
     def to_json(self) -> str:
         """The config as JSON."""

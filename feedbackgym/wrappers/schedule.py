@@ -122,6 +122,7 @@ class FadeGuideToReview(
         """The schedule state, the switch point, and the config version and changes."""
         state = self._state.to_dict()
         state["switch_at"] = getattr(self.schedule, "switch_at", None)
+        state["total"] = self.schedule.total
         state["schedule"] = repr(self.schedule)
         if self._watcher is not None:
             state["config_version"] = self._watcher.version

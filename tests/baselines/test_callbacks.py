@@ -67,6 +67,8 @@ def test_progress_reaches_subprocess_envs_and_feedback_tags_reach_tensorboard(tm
         assert f"feedback/{tag}" in tags, tag
     phases = [e.value for e in accumulator.Scalars("feedback/phase")]
     assert phases[0] == 1.0 and phases[-1] == 3.0  # guide ... review
+    switch = [e.value for e in accumulator.Scalars("feedback/switch_step")]
+    assert switch == pytest.approx([0.4 * 4] * len(switch))  # switch_at x total rounds
 
 
 def test_review_credit_reaches_the_ppo_rollout_buffer():
