@@ -94,20 +94,33 @@ class SubgoalTracker:
                 raise ValueError(f"subgoal {sg.id!r} requires unknown subgoals {sorted(unknown)}")
         self._order = _topological_order(self.subgoals)
         self.done: dict[str, bool] = dict.fromkeys(ids, False)
+        """Progress by id; read it, change it only through :meth:`reset` or :meth:`restore`."""
+        self._pending = list(self._order)
 
     def reset(self) -> None:
         """Marks every subgoal as not done."""
+        self.restore({})
+
+    def restore(self, progress: dict[str, bool]) -> None:
+        """Sets the progress (e.g. from a snapshot); ids not in ``progress`` are not done."""
         for key in self.done:
-            self.done[key] = False
+            self.done[key] = bool(progress.get(key, False))
+        self._pending = [sg for sg in self._order if not self.done[sg.id]]
 
     def update(self, state: Any) -> dict[str, bool]:
-        """Evaluates the predicates on ``state`` and returns a copy of the progress."""
+        """Evaluates the predicates on ``state`` and returns a copy of the progress.
+
+        Only subgoals not done yet are evaluated, in prerequisite order, so one
+        that completes can unlock the next within the same update.
+        """
         done = self.done
-        for sg in self._order:
-            if done[sg.id]:
-                continue
+        pending = []
+        for sg in self._pending:
             if all(done[r] for r in sg.requires) and sg.predicate(state):
                 done[sg.id] = True
+            else:
+                pending.append(sg)
+        self._pending = pending
         return dict(done)
 
     def next_subgoals(self) -> list[Subgoal]:

@@ -250,7 +250,7 @@ class OpsIncidentEnv(gym.Env[Any, int]):
         snapshot = copy.deepcopy(snapshot)
         self._state = snapshot["state"]
         self._tracker = SubgoalTracker(build_subgoals(self._state))
-        self._tracker.done.update(snapshot["done"])
+        self._tracker.restore(snapshot["done"])
         self._actions_taken[:] = snapshot["actions_taken"]
         self.np_random.bit_generator.state = snapshot["rng"]
         return self._observation(), self._info(dict(self._tracker.done))

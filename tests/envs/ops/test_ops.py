@@ -3,6 +3,7 @@
 import gymnasium as gym
 import numpy as np
 import pytest
+from gymnasium.utils.env_checker import data_equivalence
 
 from feedbackgym.envs.ops import (
     DIFFICULTIES,
@@ -216,7 +217,7 @@ def test_snapshot_restores_the_episode():
     first = [env.step(a) for a in (env.expert_action(), 3, 17)]
     env.set_state(snapshot)
     again = [env.step(a) for a in (env.expert_action(), 3, 17)]
-    assert gym.utils.env_checker.data_equivalence(first, again)
+    assert data_equivalence(first, again)
 
 
 def test_subgoal_library_is_exposed():
