@@ -92,10 +92,16 @@ class SubgoalTracker:
             unknown = set(sg.requires) - known
             if unknown:
                 raise ValueError(f"subgoal {sg.id!r} requires unknown subgoals {sorted(unknown)}")
-        self._order = _topological_order(self.subgoals)
+        self._order = [self.subgoals[i] for i in _order_of(_structure(self.subgoals))]
+        self._dependents: dict[str, list[str]] = {sg.id: [] for sg in self.subgoals}
+        for sg in self.subgoals:
+            for required in sg.requires:
+                self._dependents[required].append(sg.id)
         self.done: dict[str, bool] = dict.fromkeys(ids, False)
         """Progress by id; read it, change it only through :meth:`reset` or :meth:`restore`."""
-        self._pending = list(self._order)
+        self._pending: list[Subgoal] = []
+        self._blocked: dict[str, int] = {}
+        self.restore({})
 
     def reset(self) -> None:
         """Marks every subgoal as not done."""
@@ -103,24 +109,30 @@ class SubgoalTracker:
 
     def restore(self, progress: dict[str, bool]) -> None:
         """Sets the progress (e.g. from a snapshot); ids not in ``progress`` are not done."""
-        for key in self.done:
-            self.done[key] = bool(progress.get(key, False))
-        self._pending = [sg for sg in self._order if not self.done[sg.id]]
+        done = self.done
+        for key in done:
+            done[key] = bool(progress.get(key, False))
+        self._pending = [sg for sg in self._order if not done[sg.id]]
+        self._blocked = {
+            sg.id: sum(not done[required] for required in sg.requires) for sg in self._order
+        }
 
     def update(self, state: Any) -> dict[str, bool]:
         """Evaluates the predicates on ``state`` and returns a copy of the progress.
 
-        Only subgoals not done yet are evaluated, in prerequisite order, so one
-        that completes can unlock the next within the same update.
+        Only subgoals not done yet whose prerequisites are all done are
+        evaluated, in prerequisite order, so one that completes can unlock the
+        next within the same update.
         """
-        done = self.done
-        pending = []
+        done, blocked = self.done, self._blocked
+        completed = False
         for sg in self._pending:
-            if all(done[r] for r in sg.requires) and sg.predicate(state):
-                done[sg.id] = True
-            else:
-                pending.append(sg)
-        self._pending = pending
+            if not blocked[sg.id] and sg.predicate(state):
+                done[sg.id] = completed = True
+                for dependent in self._dependents[sg.id]:
+                    blocked[dependent] -= 1
+        if completed:
+            self._pending = [sg for sg in self._pending if not done[sg.id]]
         return dict(done)
 
     def next_subgoals(self) -> list[Subgoal]:
@@ -137,27 +149,31 @@ class SubgoalTracker:
         return sum(self.done.values()) / max(1, len(self.done))
 
 
+def _structure(subgoals: Iterable[Subgoal]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    return tuple((sg.id, sg.requires) for sg in subgoals)
+
+
 @lru_cache(maxsize=1024)
-def _cached_order(library: tuple[Subgoal, ...]) -> tuple[Subgoal, ...]:
-    return tuple(_topological_order(library))
+def _order_of(structure: tuple[tuple[str, tuple[str, ...]], ...]) -> tuple[int, ...]:
+    """Positions of a library's subgoals in prerequisite order; rejects cycles.
 
-
-def _topological_order(subgoals: Iterable[Subgoal]) -> list[Subgoal]:
-    """Orders subgoals so that prerequisites come first; rejects cycles."""
-    pending = list(subgoals)
+    Takes only ids and prerequisites, so libraries that differ in descriptions
+    or predicates but not in shape share one cache entry.
+    """
+    pending = list(range(len(structure)))
     placed: set[str] = set()
-    ordered: list[Subgoal] = []
+    ordered: list[int] = []
     while pending:
-        ready = [sg for sg in pending if set(sg.requires) <= placed]
+        ready = [i for i in pending if set(structure[i][1]) <= placed]
         if not ready:
             raise ValueError(
-                f"subgoal prerequisites form a cycle among {[sg.id for sg in pending]}"
+                f"subgoal prerequisites form a cycle among {[structure[i][0] for i in pending]}"
             )
-        for sg in ready:
-            ordered.append(sg)
-            placed.add(sg.id)
-            pending.remove(sg)
-    return ordered
+        for i in ready:
+            ordered.append(i)
+            placed.add(structure[i][0])
+            pending.remove(i)
+    return tuple(ordered)
 
 
 def next_subgoal_ids(library: Sequence[Subgoal], progress: dict[str, bool]) -> list[str]:
@@ -166,7 +182,7 @@ def next_subgoal_ids(library: Sequence[Subgoal], progress: dict[str, bool]) -> l
     Subgoals whose prerequisites are all done come first (in library order),
     then the rest in prerequisite order, so ``[:2]`` reads "first A, then B".
     """
-    order = _cached_order(tuple(library))
+    order = [library[i] for i in _order_of(_structure(library))]
     pending = [sg for sg in order if not progress.get(sg.id, False)]
     ready = [sg.id for sg in pending if all(progress.get(r, False) for r in sg.requires)]
     return ready + [sg.id for sg in pending if sg.id not in ready]

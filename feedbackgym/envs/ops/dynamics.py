@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from feedbackgym.envs.ops.actions import ACTIONS
+from feedbackgym.envs.ops.actions import ACTION_MEANINGS, ACTIONS
 from feedbackgym.envs.ops.catalog import (
     GLOBAL_ACTIONS,
     HEALTHY_METRICS,
@@ -26,6 +26,7 @@ from feedbackgym.envs.ops.state import (
     RECENT_DEPLOY_MINUTES,
     ActiveFault,
     IncidentState,
+    draw_int,
 )
 
 __all__ = ["RESULTS", "advance", "apply_action"]
@@ -37,7 +38,9 @@ INFO, OK, NO_EFFECT, WORSE = 1, 2, 3, 4
 _SERVICE_INDEX = {s: i for i, s in enumerate(SERVICES)}
 _METRIC_INDEX = {m: i for i, m in enumerate(METRICS)}
 _SIGNAL_INDEX = {s: i for i, s in enumerate(LOG_SIGNALS)}
-_SCALE = np.asarray(METRIC_SCALE, np.float64)
+_LATENCY, _ERRORS, _CPU = (_METRIC_INDEX[m] for m in ("latency_ms", "error_rate", "cpu"))
+N_NOISE_LINES = 3
+"""Routine lines mixed into every log inspection."""
 
 BLIP_BURN = 0.01
 """Budget burned by restarting a healthy service (a short error spike)."""
@@ -59,7 +62,7 @@ def apply_action(state: IncidentState, index: int, rng: np.random.Generator) -> 
     """
     action = ACTIONS[index]
     kind, service = action.kind, action.service
-    state.last_action = action.meaning
+    state.last_action = ACTION_MEANINGS[index]
     if service is not None and kind.startswith("inspect_"):
         _inspect(state, kind.removeprefix("inspect_"), service, rng)
         return
@@ -77,10 +80,11 @@ def advance(state: IncidentState) -> None:
         burn += fault.fault.burn * (0.6 + fault.pressure) * (1.0 - state.recovery(fault))
     if state.breaker_open and not _has_fault(state, "dependency_outage"):
         burn += OPEN_BREAKER_BURN
-    for penalty in state.penalties:
-        burn += penalty[0]
-        penalty[1] -= 1
-    state.penalties = [p for p in state.penalties if p[1] > 0]
+    if state.penalties:
+        for penalty in state.penalties:
+            burn += penalty[0]
+            penalty[1] -= 1
+        state.penalties = [p for p in state.penalties if p[1] > 0]
     state.budget = max(0.0, state.budget - burn)
     if state.budget <= 0.0 and state.outcome == "in_progress":
         state.outcome = "slo_exhausted"
@@ -105,11 +109,12 @@ def _inspect(state: IncidentState, what: str, service: str, rng: np.random.Gener
     row = _SERVICE_INDEX[service]
     if what == "metrics":
         values = _current_metrics(state, service, rng)
-        state.metrics_seen[row] = np.clip(values / _SCALE, 0.0, 1.0)
+        state.metrics_seen[row] = [
+            min(1.0, v / scale) for v, scale in zip(values, METRIC_SCALE, strict=True)
+        ]
         state.seen_at[row] = state.step
-        if all(state.is_recovered(f) for f in _faults_at(state, service)) and _faults_at(
-            state, service
-        ):
+        at_service = _faults_at(state, service)
+        if at_service and all(state.is_recovered(f) for f in at_service):
             state.verified.add(service)
         text = " ".join(f"{m}={_fmt(v)}" for m, v in zip(METRICS, values, strict=True))
         summary = text
@@ -140,21 +145,21 @@ def _inspect(state: IncidentState, what: str, service: str, rng: np.random.Gener
     state.last_result, state.last_output = INFO, text
 
 
-def _current_metrics(state: IncidentState, service: str, rng: np.random.Generator) -> np.ndarray:
-    values = np.array(HEALTHY_METRICS[service], np.float64)
+def _current_metrics(state: IncidentState, service: str, rng: np.random.Generator) -> list[float]:
+    values = list(HEALTHY_METRICS[service])
     for fault in state.faults:
         severity = _severity(state, fault)
         if fault.root == service:
             for metric, delta in fault.fault.effects:
                 values[_METRIC_INDEX[metric]] += delta * severity
         elif service in [s for s, _ in fault.fault.symptoms]:
-            values[_METRIC_INDEX["latency_ms"]] += 400.0 * severity
-            values[_METRIC_INDEX["error_rate"]] += 0.05 * severity
+            values[_LATENCY] += 400.0 * severity
+            values[_ERRORS] += 0.05 * severity
     if service in state.red_herrings:
-        values[_METRIC_INDEX["cpu"]] += 0.2
-        values[_METRIC_INDEX["latency_ms"]] += 60.0
-    noise = 1.0 + 0.03 * rng.standard_normal(len(METRICS))
-    return np.maximum(values * noise, 0.0)
+        values[_CPU] += 0.2
+        values[_LATENCY] += 60.0
+    noise = rng.standard_normal(len(METRICS)).tolist()
+    return [max(0.0, v * (1.0 + 0.03 * n)) for v, n in zip(values, noise, strict=True)]
 
 
 def _log_lines(
@@ -169,16 +174,23 @@ def _log_lines(
         signals += [(sig, fault.root) for s, sig in fault.fault.symptoms if s == service]
     if service in state.red_herrings:
         signals += [("harmless_warning", service), ("gc_pause", service)]
-    lines = [_fill(LOG_LINES[sig], target, rng) for sig, target in signals]
-    lines += [_fill(str(line), service, rng) for line in rng.choice(NOISE_LINES, size=3)]
-    order = rng.permutation(len(lines))
+    filled = [(LOG_LINES[sig], target) for sig, target in signals]
+    # One batched draw for the noise lines and every line's numbers keeps inspections cheap.
+    draws = rng.random(N_NOISE_LINES + 2 * (len(filled) + N_NOISE_LINES)).tolist()
+    filled += [
+        (NOISE_LINES[draw_int(u, 0, len(NOISE_LINES))], service) for u in draws[:N_NOISE_LINES]
+    ]
+    numbers = iter(draws[N_NOISE_LINES:])
+    lines = [
+        template.format(
+            pct=draw_int(next(numbers), 85, 100),
+            pid=draw_int(next(numbers), 10, 9999),
+            target=target,
+        )
+        for template, target in filled
+    ]
+    order = rng.permutation(len(lines)).tolist()
     return signals, [f"[{service}] {lines[i]}" for i in order]
-
-
-def _fill(template: str, target: str, rng: np.random.Generator) -> str:
-    return template.format(
-        pct=int(rng.integers(85, 100)), pid=int(rng.integers(10, 9999)), target=target
-    )
 
 
 def _fmt(value: float) -> str:

@@ -153,6 +153,7 @@ class OpsIncidentEnv(gym.Env[Any, int]):
         self._state: IncidentState | None = None
         self._tracker: SubgoalTracker | None = None
         self._actions_taken = np.zeros(N_ACTIONS, np.int8)
+        self._seen_views: dict[str, np.ndarray] = {}
 
     # --- Gymnasium API ---------------------------------------------------------------------
 
@@ -161,7 +162,7 @@ class OpsIncidentEnv(gym.Env[Any, int]):
     ) -> tuple[Any, dict[str, Any]]:
         """Draws a new incident from the env's generator (seeded by ``seed``)."""
         super().reset(seed=seed)
-        self._state = draw_scenario(self.difficulty, self.np_random)
+        self._set_episode_state(draw_scenario(self.difficulty, self.np_random))
         self._tracker = SubgoalTracker(build_subgoals(self._state))
         self._actions_taken[:] = 0
         return self._observation(), self._info(self._tracker.update(self._state))
@@ -248,7 +249,7 @@ class OpsIncidentEnv(gym.Env[Any, int]):
     def set_state(self, snapshot: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         """Restores a snapshot from :meth:`get_state`; returns its observation and info."""
         snapshot = copy.deepcopy(snapshot)
-        self._state = snapshot["state"]
+        self._set_episode_state(snapshot["state"])
         self._tracker = SubgoalTracker(build_subgoals(self._state))
         self._tracker.restore(snapshot["done"])
         self._actions_taken[:] = snapshot["actions_taken"]
@@ -256,6 +257,18 @@ class OpsIncidentEnv(gym.Env[Any, int]):
         return self._observation(), self._info(dict(self._tracker.done))
 
     # --- helpers ---------------------------------------------------------------------------
+
+    def _set_episode_state(self, state: IncidentState) -> None:
+        self._state = state
+        # Flat views of what the agent has seen: the observation copies them
+        # (cheaper than flattening the 2-D arrays every step).
+        self._seen_views = {
+            "metrics": state.metrics_seen.reshape(-1),
+            "logs": state.logs_seen.reshape(-1),
+            "deploys": state.deploys_seen.reshape(-1),
+            "log_pointers": state.log_pointers.reshape(-1),
+            "inspected": state.inspected.reshape(-1),
+        }
 
     def _require_episode(self) -> tuple[IncidentState, SubgoalTracker]:
         if self._state is None or self._tracker is None:
@@ -267,20 +280,20 @@ class OpsIncidentEnv(gym.Env[Any, int]):
         assert state is not None
         if self.obs_mode == "text":
             return render_text(state, self.max_steps)
-        alerts = np.zeros(_N, np.int8)
-        for service in state.active_alerts():
-            alerts[SERVICES.index(service)] = 1
-        age = np.minimum((state.step - state.seen_at) / np.float32(self.max_steps), 1.0)
+        alerting = state.alerting()
+        seen = self._seen_views
         obs: dict[str, Any] = {
-            "alerts": alerts,
+            "alerts": np.array([s in alerting for s in SERVICES], np.int8),
             "budget": np.array([state.budget], np.float32),
             "time": np.array([min(1.0, state.step / self.max_steps)], np.float32),
-            "metrics": state.metrics_seen.flatten(),
-            "metrics_age": age,
-            "logs": state.logs_seen.flatten(),
-            "deploys": state.deploys_seen.flatten(),
-            "log_pointers": state.log_pointers.flatten(),
-            "inspected": state.inspected.flatten(),
+            "metrics": seen["metrics"].copy(),
+            "metrics_age": np.array(
+                [min(1.0, (state.step - at) / self.max_steps) for at in state.seen_at], np.float32
+            ),
+            "logs": seen["logs"].copy(),
+            "deploys": seen["deploys"].copy(),
+            "log_pointers": seen["log_pointers"].copy(),
+            "inspected": seen["inspected"].copy(),
             "actions_taken": self._actions_taken.copy(),
             "breaker_open": int(state.breaker_open),
             "last_result": state.last_result,

@@ -8,6 +8,7 @@ can be snapshotted and restored.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -88,8 +89,7 @@ class ActiveFault:
         return FAULTS[self.name]
 
 
-@dataclass(frozen=True)
-class Deploy:
+class Deploy(NamedTuple):
     """One entry of a service's deploy history.
 
     Attributes:
@@ -135,7 +135,7 @@ class IncidentState:
     metrics_seen: np.ndarray = field(
         default_factory=lambda: np.zeros((len(SERVICES), len(METRICS)), np.float32)
     )
-    seen_at: np.ndarray = field(default_factory=lambda: np.full(len(SERVICES), NEVER, np.float32))
+    seen_at: list[float] = field(default_factory=lambda: [NEVER] * len(SERVICES))
     logs_seen: np.ndarray = field(
         default_factory=lambda: np.zeros((len(SERVICES), len(LOG_SIGNALS)), np.int8)
     )
@@ -162,15 +162,23 @@ class IncidentState:
         """Whether the agent has run ``inspect_<kind>`` on ``service``."""
         return (service, kind) in self.evidence
 
+    def alerting(self) -> set[str]:
+        """The set of services alerting now (see :meth:`active_alerts`)."""
+        alerting = {
+            service
+            for fault in self.faults
+            if fault.mitigated_at is None or self.step - fault.mitigated_at < self.recovery_steps
+            for service in fault.symptom_services
+        }
+        evidence = self.evidence
+        for service in self.red_herrings:
+            if (service, "metrics") not in evidence or (service, "logs") not in evidence:
+                alerting.add(service)
+        return alerting
+
     def active_alerts(self) -> list[str]:
         """Services alerting now: unrecovered fault symptoms and untriaged red herrings."""
-        alerting: set[str] = set()
-        for fault in self.faults:
-            if not self.is_recovered(fault):
-                alerting.update(fault.symptom_services)
-        for service in self.red_herrings:
-            if not (self.has_evidence(service, "metrics") and self.has_evidence(service, "logs")):
-                alerting.add(service)
+        alerting = self.alerting()
         return [s for s in SERVICES if s in alerting]
 
 
@@ -189,9 +197,8 @@ def draw_scenario(difficulty: str, rng: np.random.Generator) -> IncidentState:
     roots = {f.root for f in faults}
     symptomatic = {s for f in faults for s in f.symptom_services}
     candidates = [s for s in SERVICES if s not in roots | symptomatic and s != "dependency"]
-    herrings = tuple(
-        str(s) for s in rng.choice(candidates, size=settings.n_red_herrings, replace=False)
-    )
+    picks = rng.permutation(len(candidates))[: settings.n_red_herrings].tolist()
+    herrings = tuple(candidates[i] for i in picks)
     alerting = symptomatic | set(herrings)
     return IncidentState(
         difficulty=difficulty,
@@ -203,14 +210,30 @@ def draw_scenario(difficulty: str, rng: np.random.Generator) -> IncidentState:
     )
 
 
+_FAULT_NAMES = tuple(FAULTS)
+
+
+def draw_int(uniform: float, low: int, high: int) -> int:
+    """Maps a uniform draw in ``[0, 1)`` to an integer in ``[low, high)``.
+
+    Generator.integers costs microseconds a call; one batched ``random`` draw
+    mapped with this keeps resets and inspections cheap.
+    """
+    return low + int(uniform * (high - low))
+
+
+def _pick(options: tuple[str, ...], rng: np.random.Generator) -> str:
+    return options[draw_int(rng.random(), 0, len(options))]
+
+
 def _draw_faults(settings: DifficultySettings, rng: np.random.Generator) -> list[ActiveFault]:
     if settings.n_faults == 2 and rng.random() < settings.interacting_chance:
-        pair = INTERACTING_PAIRS[int(rng.integers(len(INTERACTING_PAIRS)))]
+        pair = INTERACTING_PAIRS[draw_int(rng.random(), 0, len(INTERACTING_PAIRS))]
         return [ActiveFault(name, FAULTS[name].roots[0]) for name in pair]
     faults: list[ActiveFault] = []
     while len(faults) < settings.n_faults:
-        name = str(rng.choice(list(FAULTS)))
-        root = str(rng.choice(FAULTS[name].roots))
+        name = _pick(_FAULT_NAMES, rng)
+        root = _pick(FAULTS[name].roots, rng)
         clash = any(
             f.root == root
             or f.name == name
@@ -230,24 +253,24 @@ def _is_interacting(a: str, b: str) -> bool:
 def _draw_deploys(
     faults: list[ActiveFault], herrings: tuple[str, ...], rng: np.random.Generator
 ) -> dict[str, list[Deploy]]:
-    deploys: dict[str, list[Deploy]] = {}
+    """Draws every service's deploy history in a few batched draws (resets stay cheap)."""
+    draws = rng.random((len(SERVICES), 6)).tolist()  # one batched draw: resets stay cheap
     faulty = {f.root: f.fault.deploy for f in faults if f.fault.deploy}
-    for service in SERVICES:
+    deploys: dict[str, list[Deploy]] = {}
+    for service, (major, minor, old, older, recent, coin) in zip(SERVICES, draws, strict=True):
         if service == "dependency":
             deploys[service] = []
             continue
-        major, minor = int(rng.integers(1, 6)), int(rng.integers(0, 20))
+        prefix = f"v{draw_int(major, 1, 6)}.{draw_int(minor, 0, 20)}."
+        days_ago = draw_int(old, 1, 15)
         history = [
-            Deploy(
-                f"v{major}.{minor}.{patch}", int(rng.integers(2, 30)) * 1440 // (patch + 1), "code"
-            )
-            for patch in range(2)
+            Deploy(f"{prefix}0", (days_ago + draw_int(older, 1, 15)) * 1440, "code"),
+            Deploy(f"{prefix}1", days_ago * 1440, "code"),
         ]
+        minutes = draw_int(recent, 5, 45)
         if service in faulty:
-            history.append(
-                Deploy(f"v{major}.{minor}.2", int(rng.integers(5, 45)), faulty[service] or "code")
-            )
-        elif service in herrings and rng.random() < 0.5:
-            history.append(Deploy(f"v{major}.{minor}.2", int(rng.integers(5, 45)), "code"))
+            history.append(Deploy(f"{prefix}2", minutes, faulty[service] or "code"))
+        elif service in herrings and coin < 0.5:
+            history.append(Deploy(f"{prefix}2", minutes, "code"))
         deploys[service] = history
     return deploys

@@ -12,7 +12,7 @@ an env holding its library still pickles.
 
 from __future__ import annotations
 
-from functools import partial
+from functools import lru_cache, partial
 
 from feedbackgym.core import Subgoal
 from feedbackgym.envs.ops.catalog import INTERACTING_PAIRS
@@ -36,7 +36,8 @@ def evidence_needed(fault: ActiveFault) -> tuple[str, ...]:
 
 
 def _alert_triaged(service: str, state: IncidentState) -> bool:
-    return state.has_evidence(service, "metrics") and state.has_evidence(service, "logs")
+    evidence = state.evidence  # read directly: this runs for every alert on every step
+    return (service, "metrics") in evidence and (service, "logs") in evidence
 
 
 def _root_cause_found(index: int, state: IncidentState) -> bool:
@@ -58,6 +59,19 @@ def _declared(state: IncidentState) -> bool:
 
 def build_subgoals(state: IncidentState) -> list[Subgoal]:
     """Returns the subgoal library for the scenario in ``state``."""
+    return list(_library(state.initial_alerts, tuple((f.name, f.root) for f in state.faults)))
+
+
+@lru_cache(maxsize=4096)
+def _library(
+    alerts: tuple[str, ...], fault_keys: tuple[tuple[str, str], ...]
+) -> tuple[Subgoal, ...]:
+    """The library of one scenario shape, cached.
+
+    Predicates read the state they are called on, so one library serves every
+    episode with the same alerts and faults.
+    """
+    faults = [ActiveFault(name, root) for name, root in fault_keys]
     triage = [
         Subgoal(
             f"triage_{service}",
@@ -66,13 +80,13 @@ def build_subgoals(state: IncidentState) -> list[Subgoal]:
             targets=(service,),
             kind="triage",
         )
-        for service in state.initial_alerts
+        for service in alerts
     ]
     subgoals = list(triage)
-    suffixes = [""] if len(state.faults) == 1 else [f"_{i + 1}" for i in range(len(state.faults))]
+    suffixes = [""] if len(faults) == 1 else [f"_{i + 1}" for i in range(len(faults))]
     mitigations = []
-    names = [f.name for f in state.faults]
-    for index, (fault, sfx) in enumerate(zip(state.faults, suffixes, strict=True)):
+    names = [f.name for f in faults]
+    for index, (fault, sfx) in enumerate(zip(faults, suffixes, strict=True)):
         kinds = " and ".join(evidence_needed(fault)).replace("deploys", "deploy history")
         requires = [sg.id for sg in triage]
         subgoals.append(
@@ -100,14 +114,14 @@ def build_subgoals(state: IncidentState) -> list[Subgoal]:
             )
         )
         mitigations.append(f"mitigate{sfx}")
-    roots = ", ".join(f.root for f in state.faults)
+    roots = ", ".join(f.root for f in faults)
     subgoals += [
         Subgoal(
             "verify_recovery",
             f"Verify recovery: once it settles, inspect the metrics of {roots}.",
             _recovery_verified,
             tuple(mitigations),
-            tuple(f.root for f in state.faults),
+            tuple(f.root for f in faults),
             "verify_recovery",
         ),
         Subgoal(
@@ -118,4 +132,4 @@ def build_subgoals(state: IncidentState) -> list[Subgoal]:
             kind="declare_resolved",
         ),
     ]
-    return subgoals
+    return tuple(subgoals)
