@@ -13,6 +13,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import itertools
 import socket
 import subprocess
 import sys
@@ -81,13 +82,20 @@ def full_stack(every: int) -> gym.Env:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=2000)
-    parser.add_argument("--steps", type=int, default=10000)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=5000)
+    parser.add_argument("--repeats", type=int, default=15)
     args = parser.parse_args()
     library, progress, records = episode_inputs()
     guide, reviewer = SubgoalGuide(2), TrajectoryReviewer()
+    # Alternating two progress states makes every call a cache miss (the guide reuses
+    # its last choice while the progress stays the same, which is the common case).
+    states = itertools.cycle([progress, dict.fromkeys(progress, False)])
     rows = [
         ("hint, in-process", percentiles(lambda: guide.hint(library, progress, 5), args.calls)),
+        (
+            "hint, in-process, new progress",
+            percentiles(lambda: guide.hint(library, next(states), 5), args.calls),
+        ),
         (
             "review (20 steps), in-process",
             percentiles(lambda: reviewer.review(records, library, success=False), args.calls),

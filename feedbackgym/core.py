@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "StepRecord",
     "Subgoal",
     "SubgoalTracker",
+    "as_clause",
     "next_subgoal_ids",
 ]
 
@@ -92,7 +93,7 @@ class SubgoalTracker:
             unknown = set(sg.requires) - known
             if unknown:
                 raise ValueError(f"subgoal {sg.id!r} requires unknown subgoals {sorted(unknown)}")
-        self._order = [self.subgoals[i] for i in _order_of(_structure(self.subgoals))]
+        self._order = prerequisite_order(self.subgoals)
         self._dependents: dict[str, list[str]] = {sg.id: [] for sg in self.subgoals}
         for sg in self.subgoals:
             for required in sg.requires:
@@ -149,6 +150,16 @@ class SubgoalTracker:
         return sum(self.done.values()) / max(1, len(self.done))
 
 
+def prerequisite_order(library: Sequence[Subgoal]) -> list[Subgoal]:
+    """The library with prerequisites first (as given when it already is); rejects cycles."""
+    placed: set[str] = set()
+    for sg in library:
+        if not placed.issuperset(sg.requires):
+            return [library[i] for i in _order_of(_structure(library))]
+        placed.add(sg.id)
+    return list(library)
+
+
 def _structure(subgoals: Iterable[Subgoal]) -> tuple[tuple[str, tuple[str, ...]], ...]:
     return tuple((sg.id, sg.requires) for sg in subgoals)
 
@@ -176,16 +187,29 @@ def _order_of(structure: tuple[tuple[str, tuple[str, ...]], ...]) -> tuple[int, 
     return tuple(ordered)
 
 
+def as_clause(description: str) -> str:
+    """A subgoal description as a clause inside a sentence: lower-case first letter, no full stop.
+
+    Example:
+        >>> as_clause("Triage the app alert.")
+        'triage the app alert'
+    """
+    return description[:1].lower() + description[1:].rstrip(".")
+
+
 def next_subgoal_ids(library: Sequence[Subgoal], progress: dict[str, bool]) -> list[str]:
     """Ids of the subgoals not done yet, in the order to pursue them.
 
     Subgoals whose prerequisites are all done come first (in library order),
     then the rest in prerequisite order, so ``[:2]`` reads "first A, then B".
     """
-    order = [library[i] for i in _order_of(_structure(library))]
-    pending = [sg for sg in order if not progress.get(sg.id, False)]
-    ready = [sg.id for sg in pending if all(progress.get(r, False) for r in sg.requires)]
-    return ready + [sg.id for sg in pending if sg.id not in ready]
+    ready: list[str] = []
+    blocked: list[str] = []
+    for sg in prerequisite_order(library):
+        if not progress.get(sg.id, False):
+            unblocked = all(progress.get(r, False) for r in sg.requires)
+            (ready if unblocked else blocked).append(sg.id)
+    return ready + blocked
 
 
 @dataclass(frozen=True)
@@ -213,12 +237,13 @@ class Hint:
     targets: tuple[str, ...] = ()
     kind: str = ""
 
-    @property
+    @cached_property
     def text(self) -> str:
         """The hint in words, for text observations."""
         if not self.texts:
             return "Hint: all subgoals are done"
-        parts = [f"first {self.texts[0]}"] + [f"then {t}" for t in self.texts[1:]]
+        clauses = [as_clause(t) for t in self.texts]
+        parts = [f"first {clauses[0]}"] + [f"then {c}" for c in clauses[1:]]
         return "Hint: " + ", ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
@@ -341,7 +366,7 @@ class Review:
     credit: tuple[float, ...] = ()
     success: bool = False
 
-    @property
+    @cached_property
     def text(self) -> str:
         """The review in words, for text observations."""
         lines = [f"Review of your last attempt (score {self.score:.2f}): {self.summary}"]
@@ -356,13 +381,16 @@ class Review:
 
     def to_dict(self) -> dict[str, Any]:
         """Returns the review as JSON-safe data."""
-        data = asdict(self)
-        data["window"] = list(self.window)
-        data["reusable"] = [asdict(s) for s in self.reusable]
-        data["reexplore"] = [asdict(p) for p in self.reexplore]
-        data["credit"] = list(self.credit)
-        data["text"] = self.text
-        return data
+        return {
+            "window": list(self.window),
+            "reusable": [dict(vars(s)) for s in self.reusable],
+            "reexplore": [dict(vars(p)) for p in self.reexplore],
+            "summary": self.summary,
+            "score": self.score,
+            "credit": list(self.credit),
+            "success": self.success,
+            "text": self.text,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Review:

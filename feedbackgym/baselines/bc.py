@@ -21,7 +21,11 @@ try:
 except ImportError as error:
     raise DependencyNotInstalled.for_extra("torch", "baselines") from error
 
-__all__ = ["clone_expert", "collect_expert", "fit_log_prob"]
+__all__ = ["BC_EPOCHS", "clone_expert", "collect_expert", "fit_log_prob"]
+
+BC_EPOCHS = 100
+"""Passes over the expert data: on OpsIncident easy, 30 left the loss near 0.7 and the
+cloned policy at 50-73% success; 100 reach a loss near 0.03 and 100% (seconds of CPU)."""
 
 
 def collect_expert(
@@ -54,7 +58,7 @@ def fit_log_prob(
     observations: dict[str, np.ndarray],
     actions: np.ndarray,
     *,
-    epochs: int = 20,
+    epochs: int = BC_EPOCHS,
     batch_size: int = 256,
     learning_rate: float = 1e-3,
     seed: int = 0,
@@ -82,7 +86,7 @@ def fit_log_prob(
 
 
 def clone_expert(
-    policy: Any, env: gym.Env[Any, Any], episodes: int, *, seed: int = 0, epochs: int = 30
+    policy: Any, env: gym.Env[Any, Any], episodes: int, *, seed: int = 0, epochs: int = BC_EPOCHS
 ) -> float:
     """Pre-trains an SB3 actor-critic ``policy`` on ``episodes`` expert episodes in ``env``.
 

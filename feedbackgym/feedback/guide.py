@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from feedbackgym.core import Hint, Subgoal, next_subgoal_ids
 
@@ -26,6 +27,8 @@ class SubgoalGuide:
         if lookahead < 1:
             raise ValueError(f"lookahead must be at least 1, got {lookahead}")
         self.lookahead = lookahead
+        self._last_key: tuple[tuple[Subgoal, ...], tuple[tuple[str, bool], ...]] | None = None
+        self._last_choice: tuple[Any, ...] = ()
 
     def hint(self, library: Sequence[Subgoal], progress: dict[str, bool], step: int) -> Hint:
         """Returns the hint for a state with ``progress`` at ``step``.
@@ -35,15 +38,24 @@ class SubgoalGuide:
             progress: Which subgoals are done (``info["subgoals"]``).
             step: The episode step the hint is given at.
         """
+        key = (tuple(library), tuple(progress.items()))
+        if key != self._last_key:  # progress changes a few times an episode: reuse the choice
+            self._last_key, self._last_choice = key, self._choose(library, progress)
+        ids, texts, positions, targets, kind = self._last_choice
+        return Hint(ids, texts, step, positions, targets, kind)
+
+    def _choose(
+        self, library: Sequence[Subgoal], progress: dict[str, bool]
+    ) -> tuple[tuple[str, ...], tuple[str, ...], tuple[int, ...], tuple[str, ...], str]:
         ids = next_subgoal_ids(library, progress)[: self.lookahead]
         by_id = {sg.id: (i, sg) for i, sg in enumerate(library)}
-        return Hint(
-            subgoal_ids=tuple(ids),
-            texts=tuple(by_id[i][1].description for i in ids),
-            step=step,
-            positions=tuple(by_id[i][0] for i in ids),
-            targets=by_id[ids[0]][1].targets if ids else (),
-            kind=by_id[ids[0]][1].kind if ids else "",
+        first = by_id[ids[0]][1] if ids else None
+        return (
+            tuple(ids),
+            tuple(by_id[i][1].description for i in ids),
+            tuple(by_id[i][0] for i in ids),
+            first.targets if first is not None else (),
+            first.kind if first is not None else "",
         )
 
     def __repr__(self) -> str:

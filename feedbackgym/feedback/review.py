@@ -10,6 +10,7 @@ from feedbackgym.core import (
     Review,
     StepRecord,
     Subgoal,
+    as_clause,
     next_subgoal_ids,
 )
 
@@ -102,11 +103,12 @@ class TrajectoryReviewer:
         segments = []
         done, start = set(initial_done), records[0].step
         for record in records:
-            for subgoal_id in sorted(set(record.done_ids) - done):
-                segments.append(ReusableSegment(start, record.step, subgoal_id))
-            if set(record.done_ids) - done:
+            reached = set(record.done_ids)
+            new = reached - done
+            if new:
+                segments += [ReusableSegment(start, record.step, i) for i in sorted(new)]
                 start = record.step + 1
-            done = set(record.done_ids)
+            done = reached
         return segments
 
     def _reexplore(
@@ -115,23 +117,25 @@ class TrajectoryReviewer:
         library: Sequence[Subgoal],
         initial_done: Sequence[str],
     ) -> list[ReexplorePoint]:
-        points: list[ReexplorePoint] = []
+        # Where to re-explore: harmful steps first, then stalls; points are built
+        # only for the ones kept (each asks what to try next in that state).
+        harmful: list[tuple[StepRecord, tuple[str, ...]]] = []
+        stalled: list[tuple[StepRecord, tuple[str, ...]]] = []
         done_before = tuple(initial_done)
         first = records[0].step
         stall_start = first
         for record in records:
             progressed = set(record.done_ids) - set(done_before)
             if record.harmful:
-                points.append(self._point(record, library, done_before, "harmful"))
+                harmful.append((record, done_before))
             elif not progressed and record.step - stall_start + 1 == self.stall_steps:
-                start = records[stall_start - first]
-                points.append(self._point(start, library, done_before, "stalled"))
+                stalled.append((records[stall_start - first], done_before))
             if progressed:
                 stall_start = record.step + 1
             done_before = record.done_ids
-        harmful = [p for p in points if p.reason == "harmful"]
-        stalled_points = [p for p in points if p.reason == "stalled"]
-        return sorted((harmful + stalled_points)[: self.max_points], key=lambda p: p.step)
+        kept = [(r, d, "harmful") for r, d in harmful] + [(r, d, "stalled") for r, d in stalled]
+        points = [self._point(r, library, d, reason) for r, d, reason in kept[: self.max_points]]
+        return sorted(points, key=lambda p: p.step)
 
     def _point(
         self,
@@ -140,17 +144,18 @@ class TrajectoryReviewer:
         done_before: Sequence[str],
         reason: str,
     ) -> ReexplorePoint:
-        progress = {sg.id: sg.id in done_before for sg in library}
-        upcoming = next_subgoal_ids(library, progress)
-        descriptions = {sg.id: sg.description for sg in library}
-        target = descriptions[upcoming[0]] if upcoming else "finish the task"
+        upcoming = next_subgoal_ids(library, dict.fromkeys(done_before, True))
+        target = next(
+            (sg.description for sg in library if upcoming and sg.id == upcoming[0]),
+            "finish the task",
+        )
         summary = f"{len(done_before)}/{len(library)} subgoals done" + (
             f", last reached {done_before[-1]}" if done_before else ""
         )
         return ReexplorePoint(
             step=record.step,
             state_summary=summary,
-            suggestion=f"try to {_lower_first(target.rstrip('.'))}",
+            suggestion=f"try to {as_clause(target)}",
             reason=reason,
             action_suggestion=record.expert_action if self.action_level else None,
         )
@@ -178,7 +183,3 @@ class TrajectoryReviewer:
             f"TrajectoryReviewer(stall_steps={self.stall_steps}, max_points={self.max_points}, "
             f"credit_scale={self.credit_scale}, action_level={self.action_level})"
         )
-
-
-def _lower_first(text: str) -> str:
-    return text[:1].lower() + text[1:]

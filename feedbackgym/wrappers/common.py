@@ -118,6 +118,19 @@ def with_vector_fields(
     return spaces.Dict({**base, **fields})
 
 
+def read_only(fields: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Marks feedback arrays read-only, so that every observation can share them.
+
+    A wrapper holds its feedback (a hint, a review summary) for many steps;
+    handing out the same read-only arrays instead of fresh copies each step
+    keeps the stack cheap, and a consumer that writes into one gets an error
+    instead of silently changing later observations.
+    """
+    for array in fields.values():
+        array.flags.writeable = False
+    return fields
+
+
 def add_vector_fields(obs: Any, values: dict[str, np.ndarray]) -> dict[str, Any]:
     """Adds ``values`` to a Dict observation (or wraps a non-Dict one under ``"observation"``)."""
     base = dict(obs) if isinstance(obs, dict) else {"observation": obs}

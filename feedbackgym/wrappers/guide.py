@@ -18,6 +18,7 @@ from feedbackgym.wrappers.common import (
     checked_channels,
     checked_probability,
     feedback_info,
+    read_only,
     seeded_rng,
     subgoal_library,
     text_channel_space,
@@ -28,6 +29,8 @@ from feedbackgym.wrappers.common import (
 __all__ = ["GUIDE_CHANNELS", "AddGuide"]
 
 GUIDE_CHANNELS = ("text", "vector", "info")
+VECTOR_CACHE_SIZE = 1024
+"""Distinct hint encodings kept; hints repeat, so their vector fields are built once."""
 HINT_TEXT_LIMIT = 512
 """Most characters a hint adds to a text observation."""
 LATENCY_SAMPLES = 4096
@@ -56,14 +59,17 @@ class AddGuide(
       next subgoal concerns) and, when it has ``subgoal_kinds``, ``hint_kind``
       (one-hot of the next subgoal's kind) are added to the Dict observation;
       the last hint is held until the next due step, and all are zero when no
-      hint is in force, so the space never changes.
+      hint is in force, so the space never changes. The arrays are read-only and
+      shared by the observations a hint is held for: copy one before writing to it.
 
     Example:
         >>> import gymnasium as gym, feedbackgym
         >>> env = AddGuide(gym.make("feedbackgym/OpsIncidentEasy-v0"), every=2)
         >>> _, info = env.reset(seed=0)
         >>> info["feedback"]["guide"]["subgoal_ids"]
-        ['triage_app', 'triage_db_primary']
+        ['triage_db_primary', 'find_root_cause']
+        >>> info["feedback"]["guide"]["text"].split(", then")[0]
+        'Hint: first triage the db_primary alert: inspect its metrics and logs'
 
     Change logs:
      * v0.1.0 - Initially added
@@ -119,6 +125,8 @@ class AddGuide(
         self._rng: np.random.Generator | None = None
         self._t = 0
         self._held: Hint | None = None
+        self._held_vector: dict[str, np.ndarray] | None = None
+        self._vector_cache: dict[Any, dict[str, np.ndarray]] = {}
         self.hints_given = 0
         self.hints_due = 0
         self.latencies_ms: deque[float] = deque(maxlen=LATENCY_SAMPLES)
@@ -160,7 +168,7 @@ class AddGuide(
         obs, info = self.env.reset(seed=seed, options=options)
         self._rng = seeded_rng(seed, 0x6775, self._rng)
         self._t = 0
-        self._held = None
+        self._set_held(None)
         return self._with_hint(obs, info, due=True)
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
@@ -180,15 +188,27 @@ class AddGuide(
             assert self._rng is not None
             if self._rng.random() < self.weight * (1.0 - self.dropout):
                 hint = self._make_hint(info)
-            self._held = hint
+            self._set_held(hint)
         fields = feedback_info(info, self.info_key)
         fields["guide"] = hint.to_dict() if hint is not None and "info" in self.channels else {}
         fields["guide_weight"] = self.weight
         if hint is not None and "text" in self.channels:
             obs = with_appended_text(obs, hint.text, HINT_TEXT_LIMIT)
         if "vector" in self.channels:
-            obs = add_vector_fields(obs, self._vector(self._held))
+            assert self._held_vector is not None
+            obs = add_vector_fields(obs, self._held_vector)
         return obs, info
+
+    def _set_held(self, hint: Hint | None) -> None:
+        """Holds ``hint`` until the next due step, with its (cached, read-only) vector fields."""
+        self._held = hint
+        if "vector" in self.channels:
+            key = None if hint is None else (hint.positions[:1], hint.targets, hint.kind)
+            if key not in self._vector_cache:
+                if len(self._vector_cache) >= VECTOR_CACHE_SIZE:
+                    self._vector_cache.clear()
+                self._vector_cache[key] = read_only(self._vector(hint))
+            self._held_vector = self._vector_cache[key]
 
     def _make_hint(self, info: dict[str, Any]) -> Hint | None:
         start = time.perf_counter()

@@ -19,6 +19,7 @@ from feedbackgym.wrappers.common import (
     checked_probability,
     feedback_info,
     json_safe,
+    read_only,
     seeded_rng,
     subgoal_library,
     text_channel_space,
@@ -54,7 +55,8 @@ class AddReview(
     * ``"vector"``: ``review_reached`` (which library positions were reached last
       time), ``review_flag`` (where the first re-explore point fell, as a
       fraction of the episode) and ``review_present``, held through the next
-      episode; zero when there is no review.
+      episode; zero when there is no review. Read-only arrays, shared by those
+      observations.
     * ``"credit"``: ``info[info_key]["credit"] = {"start": step, "values": [...]}``
       on the final step: per-step credit over the window, for trainers that
       redistribute reward.
@@ -65,9 +67,9 @@ class AddReview(
         >>> _ = env.reset(seed=0)
         >>> info = env.step("escalate")[-1]
         >>> info["feedback"]["review"]["summary"]
-        'Did not succeed; reached 0 of 6 subgoals in steps 0-0. Re-explore from step 0 (harmful).'
+        'Did not succeed; reached 0 of 5 subgoals in steps 0-0. Re-explore from step 0 (harmful).'
         >>> info["feedback"]["review"]["reexplore"][0]["suggestion"]
-        'try to triage the app alert: inspect its metrics and logs'
+        'try to triage the db_primary alert: inspect its metrics and logs'
 
     Change logs:
      * v0.1.0 - Initially added
@@ -118,7 +120,9 @@ class AddReview(
                 },
             )
         self._rng: np.random.Generator | None = None
-        self._records: list[StepRecord] = []
+        self._steps: list[tuple[Any, float, tuple[str, ...], bool, Any, str]] = []
+        self._progress: dict[str, bool] | None = None
+        self._done: tuple[str, ...] = ()
         self._initial_done: tuple[str, ...] = ()
         self._vector_summary = self._summarise(None, 1)
         self.last_review: Review | None = None
@@ -159,8 +163,9 @@ class AddReview(
         """Resets the env; the text channel carries the last review into the first observation."""
         obs, info = self.env.reset(seed=seed, options=options)
         self._rng = seeded_rng(seed, 0x7276, self._rng)
-        self._records = []
-        self._initial_done = tuple(k for k, v in info.get("subgoals", {}).items() if v)
+        self._steps = []
+        self._progress = None
+        self._initial_done = self._done_ids(info)
         fields = feedback_info(info, self.info_key)
         fields["review_weight"] = self.weight
         if "credit" in self.channels:
@@ -173,15 +178,15 @@ class AddReview(
         """Steps the env and records the step; reviews the episode when it ends."""
         expert = self._expert_action() if self.reviewer.action_level else None
         obs, reward, terminated, truncated, info = self.env.step(action)
-        self._records.append(
-            StepRecord(
-                step=len(self._records),
-                action=json_safe(action),
-                reward=float(reward),
-                done_ids=tuple(k for k, v in info.get("subgoals", {}).items() if v),
-                harmful=bool(info.get("harmful", False)),
-                expert_action=json_safe(expert),
-                action_text=str(info.get("action", "")),
+        # A plain row per step; StepRecords are built only for the reviewed window.
+        self._steps.append(
+            (
+                json_safe(action),
+                float(reward),
+                self._done_ids(info),
+                bool(info.get("harmful", False)),
+                json_safe(expert),
+                str(info.get("action", "")),
             )
         )
         fields = feedback_info(info, self.info_key)
@@ -209,11 +214,21 @@ class AddReview(
         except AttributeError:
             return None
 
+    def _done_ids(self, info: dict[str, Any]) -> tuple[str, ...]:
+        """Ids of the subgoals done, recomputed only when the progress changed."""
+        progress = info.get("subgoals", {})
+        if progress != self._progress:
+            self._progress = dict(progress)
+            self._done = tuple(k for k, v in progress.items() if v)
+        return self._done
+
     def _review(self, *, success: bool) -> Review | None:
         start = time.perf_counter()
-        window = self._records[-self.window :]
-        first = window[0].step
-        initial_done = self._records[first - 1].done_ids if first > 0 else self._initial_done
+        first = max(0, len(self._steps) - self.window)
+        window = [
+            StepRecord(step, *row) for step, row in enumerate(self._steps[first:], start=first)
+        ]
+        initial_done = self._steps[first - 1][2] if first > 0 else self._initial_done
         library = subgoal_library(self.env)
         if self._source is None:
             review: Review | None = self.reviewer.review(
@@ -235,7 +250,7 @@ class AddReview(
             self.reviews_given += 1
             self.last_review = review
             positions = {sg.id: i for i, sg in enumerate(library)}
-            self._vector_summary = self._summarise(review, len(self._records), positions)
+            self._vector_summary = self._summarise(review, len(self._steps), positions)
         return review
 
     def _summarise(
@@ -244,18 +259,20 @@ class AddReview(
         reached = np.zeros(self.max_subgoals, np.int8)
         flag = np.zeros(1, np.float32)
         if review is not None and positions is not None:
-            for subgoal_id in self._records[-1].done_ids:
+            for subgoal_id in self._steps[-1][2]:
                 if positions.get(subgoal_id, self.max_subgoals) < self.max_subgoals:
                     reached[positions[subgoal_id]] = 1
             if review.reexplore:
                 flag[0] = min(1.0, review.reexplore[0].step / max(1, length))
         present = np.array([review is not None], np.int8)
-        return {"review_reached": reached, "review_flag": flag, "review_present": present}
+        return read_only(
+            {"review_reached": reached, "review_flag": flag, "review_present": present}
+        )
 
     def _with_vector(self, obs: Any) -> Any:
         if "vector" not in self.channels:
             return obs
-        return add_vector_fields(obs, {k: v.copy() for k, v in self._vector_summary.items()})
+        return add_vector_fields(obs, self._vector_summary)
 
     def close(self) -> None:
         """Closes the env and the remote source, if any."""

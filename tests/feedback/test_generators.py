@@ -23,7 +23,7 @@ def test_guide_names_next_subgoals_in_order_and_never_an_action():
     guide = SubgoalGuide(lookahead=2)
     hint = guide.hint(LIB, {"key": True, "door": False, "goal": False}, step=7)
     assert hint.subgoal_ids == ("door", "goal") and hint.positions == (1, 2) and hint.step == 7
-    assert hint.text == "Hint: first Open the door., then Reach the goal."
+    assert hint.text == "Hint: first open the door, then reach the goal"
     data = hint.to_dict()
     assert set(data) == {"subgoal_ids", "texts", "step", "positions", "targets", "kind", "text"}
     assert Hint.from_dict(json.loads(json.dumps(data))) == hint

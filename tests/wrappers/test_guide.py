@@ -58,6 +58,16 @@ def test_text_and_vector_channels():
     assert env.observation_space.contains(obs)
 
 
+def test_vector_fields_are_shared_read_only_while_a_hint_is_held():
+    env = _env(every=4, channels=("vector",))
+    obs, _ = env.reset(seed=0)
+    held, *_ = env.step("wait")
+    assert np.array_equal(held["hint_next"], obs["hint_next"])
+    with pytest.raises(ValueError, match="read-only"):
+        held["hint_next"][0] = 0
+    assert held["hint_next"].sum() == 1  # later observations are unharmed
+
+
 def test_vector_channel_on_a_non_dict_observation():
     env = AddGuide(gym.make("feedbackgym/OpsIncidentEasy-v0", obs_mode="text"), channels=["vector"])
     obs, _ = env.reset(seed=0)

@@ -71,6 +71,13 @@ def test_vector_channel_summarises_the_last_episode():
     assert env.observation_space.contains(obs)
 
 
+def test_vector_fields_are_read_only():
+    env = AddReview(gym.make("feedbackgym/OpsIncidentEasy-v0"), channels=("vector",))
+    obs, _ = env.reset(seed=0)
+    with pytest.raises(ValueError, match="read-only"):
+        obs["review_present"][0] = 1
+
+
 def test_weight_zero_means_no_reviews_and_action_level_is_opt_in():
     env = _env(weight=0.0)
     _, infos = _play(env, ["escalate"])

@@ -162,10 +162,9 @@ class OpsIncidentEnv(gym.Env[Any, int]):
     ) -> tuple[Any, dict[str, Any]]:
         """Draws a new incident from the env's generator (seeded by ``seed``)."""
         super().reset(seed=seed)
-        self._set_episode_state(draw_scenario(self.difficulty, self.np_random))
-        self._tracker = SubgoalTracker(build_subgoals(self._state))
+        state, tracker = self._start_episode(draw_scenario(self.difficulty, self.np_random))
         self._actions_taken[:] = 0
-        return self._observation(), self._info(self._tracker.update(self._state))
+        return self._observation(), self._info(tracker.update(state))
 
     def step(self, action: int | str) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         """Carries out ``action`` (an index, or text such as ``"inspect logs app"``)."""
@@ -249,17 +248,17 @@ class OpsIncidentEnv(gym.Env[Any, int]):
     def set_state(self, snapshot: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         """Restores a snapshot from :meth:`get_state`; returns its observation and info."""
         snapshot = copy.deepcopy(snapshot)
-        self._set_episode_state(snapshot["state"])
-        self._tracker = SubgoalTracker(build_subgoals(self._state))
-        self._tracker.restore(snapshot["done"])
+        _, tracker = self._start_episode(snapshot["state"])
+        tracker.restore(snapshot["done"])
         self._actions_taken[:] = snapshot["actions_taken"]
         self.np_random.bit_generator.state = snapshot["rng"]
-        return self._observation(), self._info(dict(self._tracker.done))
+        return self._observation(), self._info(dict(tracker.done))
 
     # --- helpers ---------------------------------------------------------------------------
 
-    def _set_episode_state(self, state: IncidentState) -> None:
+    def _start_episode(self, state: IncidentState) -> tuple[IncidentState, SubgoalTracker]:
         self._state = state
+        self._tracker = SubgoalTracker(build_subgoals(state))
         # Flat views of what the agent has seen: the observation copies them
         # (cheaper than flattening the 2-D arrays every step).
         self._seen_views = {
@@ -269,6 +268,7 @@ class OpsIncidentEnv(gym.Env[Any, int]):
             "log_pointers": state.log_pointers.reshape(-1),
             "inspected": state.inspected.reshape(-1),
         }
+        return state, self._tracker
 
     def _require_episode(self) -> tuple[IncidentState, SubgoalTracker]:
         if self._state is None or self._tracker is None:
