@@ -101,6 +101,9 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument(
         "--fixed-switch", action="store_true", help="no adaptive switch (default: return trend)"
     )
+    compare.add_argument(
+        "--record", action="store_true", help="record every training episode (HDF5 store)"
+    )
     compare.add_argument("--quick", action="store_true", help="the short comparison (main job)")
     compare.add_argument("--resume", action="store_true", help="continue interrupted runs")
     compare.set_defaults(run=_cmd_compare)
@@ -266,6 +269,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         bc_episodes=args.bc_episodes,
         env_kwargs=_parse_kwargs(args.kwarg),
         adaptive=None if args.fixed_switch else {"metric": "return"},
+        record=args.record,
         **settings,
     )
     run_comparison(config, resume=args.resume)

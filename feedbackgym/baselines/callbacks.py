@@ -79,7 +79,10 @@ class FeedbackCallback(BaseCallback):
     At every rollout start it reports the last round's trend (SB3's
     ``train/loss`` and the mean episode return) to the schedule and pushes the
     round index with ``env_method("set_progress", round)``, which reaches envs
-    in subprocess workers too. At every rollout end it logs ``feedback/phase``,
+    in subprocess workers too; envs under
+    :class:`~feedbackgym.wrappers.RecordTrajectories` also get
+    ``set_round(round)``, so recorded episodes are filed by round. At every
+    rollout end it logs ``feedback/phase``,
     ``feedback/guide_weight``, ``feedback/review_weight``, ``feedback/switch_step``,
     ``feedback/hints_per_episode``, ``feedback/reviews_per_round``,
     ``feedback/hint_latency_p50_ms`` / ``_p99_ms``, ``feedback/review_latency_p99_ms``,
@@ -121,6 +124,7 @@ class FeedbackCallback(BaseCallback):
         self._positions: dict[int, list[tuple[int, int]]] = defaultdict(list)
         self._pending: list[tuple[int, int, float]] = []
         self._rollout = 0
+        self._recording: bool | None = None
         self.credit_applied = 0
 
     # --- hooks ----------------------------------------------------------------------------
@@ -138,6 +142,10 @@ class FeedbackCallback(BaseCallback):
             for env in self.mirrors:
                 env.get_wrapper_attr("report")(**metrics)
         self.state = self.training_env.env_method("set_progress", self.round)[0]
+        if self._recording is None:
+            self._recording = bool(self.training_env.has_attr("set_round"))
+        if self._recording:  # recorded episodes are filed under the round they start in
+            self.training_env.env_method("set_round", self.round)
         for env in self.mirrors:
             env.get_wrapper_attr("set_progress")(self.round)
         self._rollout += 1

@@ -55,6 +55,7 @@ class ComparisonConfig:
         adaptive: :class:`~feedbackgym.schedules.TrendRule` arguments that move the
             switch from the training trend (default: the return trend), or ``None``.
         env_kwargs: Keyword arguments for ``gym.make``.
+        record: Record every training episode in each run's ``trajectories/``.
     """
 
     env_id: str
@@ -72,6 +73,7 @@ class ComparisonConfig:
     fade: float | None = None
     adaptive: dict[str, Any] | None = field(default_factory=lambda: {"metric": "return"})
     env_kwargs: dict[str, Any] | None = None
+    record: bool = False
 
     def __post_init__(self) -> None:
         unknown = [a for a in self.arms if a not in ARMS]
@@ -118,6 +120,7 @@ class ComparisonConfig:
                 eval_episodes=self.eval_episodes,
                 bc_episodes=self.bc_episodes,
                 settings=settings,
+                record=self.record,
             )
             for arm in self.arms
             for seed in range(self.seeds)

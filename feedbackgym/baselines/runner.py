@@ -8,6 +8,8 @@ A run directory holds::
     checkpoints/round_NNNN.zip   a versioned checkpoint every round
     checkpoints/best.zip         the checkpoint with the best validation success (rollback target)
     state.json           the last completed round, its timestep count and the best round
+    trajectories/        with ``record=True``: every training episode, with its hints,
+                         reviews, schedule state and the switch time (a TrajectoryStore)
 """
 
 from __future__ import annotations
@@ -70,6 +72,9 @@ class RunConfig:
         ent_coef: PPO's entropy coefficient.
         net_arch: Hidden layer sizes of the policy and value networks.
         settings: Feedback settings shared by the arms.
+        record: Record every training episode in ``out_dir/trajectories`` (a
+            :class:`~feedbackgym.datasets.TrajectoryStore`; the episodes of round
+            ``r`` are under ``/{env_id}/{r}``). Needs the ``hdf5`` extra.
     """
 
     env_id: str
@@ -88,6 +93,7 @@ class RunConfig:
     ent_coef: float = 0.01
     net_arch: list[int] = field(default_factory=lambda: [128, 128])
     settings: ArmSettings = field(default_factory=ArmSettings)
+    record: bool = False
 
     @property
     def rounds(self) -> int:
@@ -197,14 +203,37 @@ def _write_state(run_dir: Path, state: dict[str, Any]) -> None:
     tmp.replace(run_dir / "state.json")  # atomic: a crash never leaves half a state file
 
 
-def _make_vec_env(config: RunConfig) -> VecMonitor:
+def _make_vec_env(config: RunConfig, store: Any) -> VecMonitor:
+    """The training envs, each recording its episodes when ``store`` is given.
+
+    ``store`` is a shared TrajectoryStore, or its path for subprocess workers,
+    which then each write their own shard.
+    """
+
     def make() -> Any:
-        return make_arm_env(config.env_id, config.arm, config.settings)
+        env = make_arm_env(config.env_id, config.arm, config.settings)
+        if store is None:
+            return env
+        from feedbackgym.wrappers import RecordTrajectories
+
+        return RecordTrajectories(env, store, task_id=config.env_id)
 
     vec_cls = SubprocVecEnv if config.subprocess else DummyVecEnv
     venv = vec_cls([make] * config.n_envs)
     venv.seed(config.seed)
     return VecMonitor(venv, info_keywords=("is_success",))
+
+
+def _open_store(config: RunConfig) -> Any:
+    """Where the run records: ``None``, the store's path (subprocess envs), or the store."""
+    if not config.record:
+        return None
+    path = Path(config.out_dir) / "trajectories"
+    if config.subprocess:
+        return str(path)
+    from feedbackgym.datasets import TrajectoryStore
+
+    return TrajectoryStore(path)
 
 
 def train_run(
@@ -229,7 +258,8 @@ def train_run(
             (run_dir / stale).unlink(missing_ok=True)
         shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
     (run_dir / "config.json").write_text(config.to_json())
-    venv = _make_vec_env(config)
+    store = _open_store(config)
+    venv = _make_vec_env(config, store)
     first_round = state.get("round", -1) + 1
     try:
         if first_round > 0:
@@ -276,6 +306,8 @@ def train_run(
             )
     finally:
         venv.close()
+        if store is not None and not isinstance(store, str):
+            store.close()
     final = _read_state(run_dir)
     final["alerts"] = list(feedback.alert.fired)
     _write_state(run_dir, final)

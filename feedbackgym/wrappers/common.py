@@ -13,6 +13,7 @@ from feedbackgym.core import Subgoal
 
 __all__ = [
     "FEEDBACK_FIELDS",
+    "FeedbackFields",
     "feedback_info",
     "find_wrapper",
     "json_safe",
@@ -32,6 +33,21 @@ _EXTRA_TEXT_SET = frozenset(EXTRA_TEXT_CHARS)
 W = TypeVar("W", bound=gym.Wrapper)
 
 
+class FeedbackFields(dict[str, Any]):
+    """``info["feedback"]``: a dict that ``copy.deepcopy`` shares instead of copying.
+
+    It is built fresh on every step and not changed once the step returns;
+    SB3's ``DummyVecEnv`` deep-copies every info dict on every step, which for
+    a hint and a review payload cost more than the env step itself. Read it,
+    do not change it.
+    """
+
+    __slots__ = ()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> FeedbackFields:
+        return self
+
+
 def feedback_info(info: dict[str, Any], key: str) -> dict[str, Any]:
     """Returns ``info[key]``, creating it with :data:`FEEDBACK_FIELDS` if absent.
 
@@ -41,7 +57,7 @@ def feedback_info(info: dict[str, Any], key: str) -> dict[str, Any]:
     """
     existing = info.get(key)
     if existing is None:
-        existing = info[key] = {name: {} for name in FEEDBACK_FIELDS}
+        existing = info[key] = FeedbackFields((name, {}) for name in FEEDBACK_FIELDS)
     elif not isinstance(existing, dict) or "guide" not in existing:
         raise ValueError(f"info[{key!r}] is already used by something else: pick another info_key")
     return existing

@@ -1,5 +1,6 @@
 import json
 
+import numpy as np
 import pytest
 
 from feedbackgym.baselines.arms import ArmSettings
@@ -65,3 +66,22 @@ def test_behaviour_cloning_warm_up_learns_the_expert(tmp_path):
     curve = read_curve(tmp_path / "guide")
     assert curve["success"][0] >= 0.3  # from scratch this is ~0 after 64 steps
     assert json.loads((tmp_path / "guide" / "config.json").read_text())["bc_episodes"] == 100
+
+
+def test_a_recorded_run_stores_every_episode_with_its_feedback_by_round(tmp_path):
+    from feedbackgym.datasets import TrajectoryStore
+
+    config = _config(tmp_path, steps=512, record=True)
+    train_run(config)
+    with TrajectoryStore(tmp_path / "guide-then-review" / "trajectories") as store:
+        metas = store.episodes()
+        episodes = list(store.iter_episodes())
+    assert metas and {m.task_id for m in metas} == {"feedbackgym/OpsIncident-v0"}
+    assert {m.round for m in metas} >= {"0", "7"}  # filed under the round they started in
+    steps = sum(m.length for m in metas)
+    assert 512 - 2 * 80 <= steps <= 512  # episodes still running at the end are not stored
+    kinds = np.concatenate([e.columns["feedback/type"] for e in episodes])
+    assert (kinds & 1).any() and (kinds & 2).any()  # hints and reviews
+    phases = {p.decode() for e in episodes for p in e.columns["schedule/phase"]}
+    assert {"guide", "review"} <= phases
+    assert any(m.switch_time is not None for m in metas)

@@ -1,4 +1,4 @@
-"""``set_progress`` reaches the wrappers inside subprocess workers."""
+"""The wrappers inside vector envs: ``set_progress`` reaches subprocess workers, infos batch."""
 
 import gymnasium as gym
 import numpy as np
@@ -42,3 +42,21 @@ def test_sb3_subproc_vec_env_method():
         assert obs["hint_next"].shape == (2, 16)
     finally:
         envs.close()
+
+
+def test_sb3_dummy_vec_env_shares_the_feedback_instead_of_deep_copying_it():
+    import copy
+    import pickle
+
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from feedbackgym.baselines.arms import make_arm_env
+
+    venv = DummyVecEnv([lambda: make_arm_env("feedbackgym/OpsIncidentEasy-v0", "guide")] * 2)
+    venv.reset()
+    _, _, _, infos = venv.step(np.zeros(2, int))
+    feedback = infos[0]["feedback"]
+    assert feedback["guide"]["subgoal_ids"]  # the hint came through
+    assert copy.deepcopy(infos[0])["feedback"] is feedback  # built fresh each step: shared
+    assert pickle.loads(pickle.dumps(feedback)) == feedback  # subprocess workers pickle it
+    venv.close()
