@@ -43,6 +43,7 @@ class ArmSettings:
         fade: Fade length, in rounds.
         every: Guide density (a hint every ``every`` steps).
         dropout: Chance that a due hint is withheld in the guide phase.
+        dropout_scope: ``"step"`` (single hints) or ``"episode"`` (whole episodes unguided).
         window: Review window length.
         gamma: Discount of the shaping term (match the learner's).
         shaping_terminal: ``"keep"`` (progress reward survives a failed episode,
@@ -58,6 +59,7 @@ class ArmSettings:
     fade: float = 5
     every: int = 1
     dropout: float = 0.3
+    dropout_scope: str = "step"
     window: int = 40
     gamma: float = 0.99
     shaping_terminal: str = "keep"
@@ -78,7 +80,13 @@ def make_arm_env(env_id: str, arm: str, settings: ArmSettings = ArmSettings()) -
     env = ShapeWithSubgoals(
         env, gamma=settings.gamma, scale=shaping_scale, terminal=settings.shaping_terminal
     )
-    env = AddGuide(env, every=settings.every, channels=("vector", "info"), dropout=settings.dropout)
+    env = AddGuide(
+        env,
+        every=settings.every,
+        channels=("vector", "info"),
+        dropout=settings.dropout,
+        dropout_scope=settings.dropout_scope,
+    )
     env = AddReview(env, window=settings.window, channels=("vector", "info", "credit"))
     schedule: dict[str, Any] = {"arm": arm, "total": settings.total_rounds}
     if arm in ("guide-then-review", "review-then-guide"):

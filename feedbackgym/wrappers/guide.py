@@ -29,6 +29,8 @@ from feedbackgym.wrappers.common import (
 __all__ = ["GUIDE_CHANNELS", "AddGuide"]
 
 GUIDE_CHANNELS = ("text", "vector", "info")
+DROPOUT_SCOPES = ("step", "episode")
+"""What ``dropout`` withholds: single due hints, or whole episodes' hints."""
 VECTOR_CACHE_SIZE = 1024
 """Distinct hint encodings kept; hints repeat, so their vector fields are built once."""
 HINT_TEXT_LIMIT = 512
@@ -46,7 +48,9 @@ class AddGuide(
     the subgoal library and ``info["subgoals"]``; it never carries an action.
     A due hint is given with probability ``weight * (1 - dropout)``: the weight
     is what a schedule fades, the dropout keeps the policy able to act without
-    hints even in the guide phase. Draws are seeded by ``reset(seed=...)``.
+    hints even in the guide phase. With ``dropout_scope="episode"`` the dropout
+    withholds whole episodes' hints instead (drawn at reset), so the policy
+    also plays complete episodes unguided. Draws are seeded by ``reset(seed=...)``.
 
     Channels:
 
@@ -85,6 +89,7 @@ class AddGuide(
         lookahead: int = 2,
         weight: float = 1.0,
         dropout: float = 0.0,
+        dropout_scope: str = "step",
         max_subgoals: int = 16,
         deadline_ms: float = 50.0,
         info_key: str = "feedback",
@@ -97,11 +102,17 @@ class AddGuide(
             lookahead=lookahead,
             weight=weight,
             dropout=dropout,
+            dropout_scope=dropout_scope,
             max_subgoals=max_subgoals,
             deadline_ms=deadline_ms,
             info_key=info_key,
         )
         gym.Wrapper.__init__(self, env)
+        if dropout_scope not in DROPOUT_SCOPES:
+            raise ValueError(
+                f"dropout_scope must be one of {DROPOUT_SCOPES}, got {dropout_scope!r}"
+            )
+        self.dropout_scope = dropout_scope
         self.channels = checked_channels(channels, GUIDE_CHANNELS)
         self.max_subgoals = max_subgoals
         self.info_key = info_key
@@ -124,6 +135,7 @@ class AddGuide(
             self.observation_space = with_vector_fields(self.observation_space, fields)
         self._rng: np.random.Generator | None = None
         self._t = 0
+        self._unguided_episode = False
         self._held: Hint | None = None
         self._held_vector: dict[str, np.ndarray] | None = None
         self._vector_cache: dict[Any, dict[str, np.ndarray]] = {}
@@ -168,6 +180,9 @@ class AddGuide(
         obs, info = self.env.reset(seed=seed, options=options)
         self._rng = seeded_rng(seed, 0x6775, self._rng)
         self._t = 0
+        self._unguided_episode = (
+            self.dropout_scope == "episode" and self._rng.random() < self.dropout
+        )
         self._set_held(None)
         return self._with_hint(obs, info, due=True)
 
@@ -186,7 +201,7 @@ class AddGuide(
         if due:
             self.hints_due += 1
             assert self._rng is not None
-            if self._rng.random() < self.weight * (1.0 - self.dropout):
+            if self._rng.random() < self._hint_chance():
                 hint = self._make_hint(info)
             self._set_held(hint)
         fields = feedback_info(info, self.info_key)
@@ -198,6 +213,12 @@ class AddGuide(
             assert self._held_vector is not None
             obs = add_vector_fields(obs, self._held_vector)
         return obs, info
+
+    def _hint_chance(self) -> float:
+        """The chance that a due hint is given: the weight, less the dropout."""
+        if self.dropout_scope == "step":
+            return self.weight * (1.0 - self.dropout)
+        return 0.0 if self._unguided_episode else self.weight
 
     def _set_held(self, hint: Hint | None) -> None:
         """Holds ``hint`` until the next due step, with its (cached, read-only) vector fields."""

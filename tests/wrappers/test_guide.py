@@ -86,6 +86,20 @@ def test_weight_and_dropout_are_probabilities_with_seeded_draws():
     assert sum(rate(2, dropout=1.0)) == 0 and sum(rate(2)) == 40
 
 
+def test_episode_dropout_withholds_whole_episodes():
+    env = _env(every=1, dropout=0.5, dropout_scope="episode")
+    guided = []
+    for seed in range(20):
+        _, info = env.reset(seed=seed)
+        given = [info["feedback"]["guide"] != {}]
+        given += [env.step("wait")[-1]["feedback"]["guide"] != {} for _ in range(5)]
+        assert all(given) or not any(given)
+        guided.append(all(given))
+    assert 3 <= sum(guided) <= 17
+    with pytest.raises(ValueError, match="dropout_scope"):
+        _env(dropout_scope="round")
+
+
 def test_stats_and_errors():
     env = _env(every=1)
     env.reset(seed=0)
