@@ -1,4 +1,5 @@
 import csv
+import json
 import subprocess
 import sys
 
@@ -18,6 +19,8 @@ def test_compare_writes_every_output(tmp_path):
         eval_every=2,
         eval_episodes=2,
         fade=1,
+        record=True,
+        dropout_scope="episode",
     )
     rows = run_comparison(config, show_progress=False)
     assert [r["arm"] for r in rows] == ["sparse", "guide-then-review"]
@@ -38,6 +41,9 @@ def test_compare_writes_every_output(tmp_path):
         for seed in range(1):
             run = tmp_path / "runs" / f"{arm}-seed{seed}"
             assert (run / "curve.csv").exists() and any((run / "tb").rglob("events.out.*"))
+            assert any((run / "trajectories").glob("*.h5"))  # --record
+            settings = json.loads((run / "config.json").read_text())["settings"]
+            assert settings["dropout_scope"] == "episode"
     markdown = (tmp_path / "results.md").read_text()
     assert markdown.startswith("| arm |") and "guide-then-review" in markdown
 
