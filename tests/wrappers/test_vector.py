@@ -50,9 +50,12 @@ def test_sb3_dummy_vec_env_shares_the_feedback_instead_of_deep_copying_it():
 
     from stable_baselines3.common.vec_env import DummyVecEnv
 
-    from feedbackgym.baselines.arms import make_arm_env
+    from feedbackgym.baselines.arms import ArmSettings, make_arm_env
 
-    venv = DummyVecEnv([lambda: make_arm_env("feedbackgym/OpsIncidentEasy-v0", "guide")] * 2)
+    settings = ArmSettings(dropout=0.0)  # every episode guided
+    venv = DummyVecEnv(
+        [lambda: make_arm_env("feedbackgym/OpsIncidentEasy-v0", "guide", settings)] * 2
+    )
     venv.reset()
     _, _, _, infos = venv.step(np.zeros(2, int))
     feedback = infos[0]["feedback"]
