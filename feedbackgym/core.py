@@ -28,6 +28,7 @@ __all__ = [
     "SubgoalTracker",
     "as_clause",
     "next_subgoal_ids",
+    "prerequisite_order",
 ]
 
 
