@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from typing import Any, SupportsFloat
+from typing import Any, NamedTuple, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
@@ -33,6 +33,17 @@ REVIEW_CHANNELS = ("text", "vector", "info", "credit")
 REVIEW_TEXT_LIMIT = 1024
 """Most characters a review adds to a text observation."""
 LATENCY_SAMPLES = 4096
+
+
+class _StepRow(NamedTuple):
+    """What the wrapper keeps of a step: a StepRecord without its index (cheap to build)."""
+
+    action: Any
+    reward: float
+    done_ids: tuple[str, ...]
+    harmful: bool
+    expert_action: Any
+    action_text: str
 
 
 class AddReview(
@@ -120,7 +131,7 @@ class AddReview(
                 },
             )
         self._rng: np.random.Generator | None = None
-        self._steps: list[tuple[Any, float, tuple[str, ...], bool, Any, str]] = []
+        self._steps: list[_StepRow] = []
         self._progress: dict[str, bool] | None = None
         self._done: tuple[str, ...] = ()
         self._initial_done: tuple[str, ...] = ()
@@ -180,7 +191,7 @@ class AddReview(
         obs, reward, terminated, truncated, info = self.env.step(action)
         # A plain row per step; StepRecords are built only for the reviewed window.
         self._steps.append(
-            (
+            _StepRow(
                 json_safe(action),
                 float(reward),
                 self._done_ids(info),
@@ -228,7 +239,7 @@ class AddReview(
         window = [
             StepRecord(step, *row) for step, row in enumerate(self._steps[first:], start=first)
         ]
-        initial_done = self._steps[first - 1][2] if first > 0 else self._initial_done
+        initial_done = self._steps[first - 1].done_ids if first > 0 else self._initial_done
         library = subgoal_library(self.env)
         if self._source is None:
             review: Review | None = self.reviewer.review(
@@ -259,7 +270,7 @@ class AddReview(
         reached = np.zeros(self.max_subgoals, np.int8)
         flag = np.zeros(1, np.float32)
         if review is not None and positions is not None:
-            for subgoal_id in self._steps[-1][2]:
+            for subgoal_id in self._steps[-1].done_ids:
                 if positions.get(subgoal_id, self.max_subgoals) < self.max_subgoals:
                     reached[positions[subgoal_id]] = 1
             if review.reexplore:
