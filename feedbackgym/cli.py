@@ -104,6 +104,14 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument(
         "--record", action="store_true", help="record every training episode (HDF5 store)"
     )
+    compare.add_argument(
+        "--switch-at", type=_fraction, help="where the fade starts, as a fraction (default 0.4)"
+    )
+    compare.add_argument("--fade", type=float, help="fade length in rounds (default: 10%%)")
+    compare.add_argument("--dropout", type=_fraction, help="hint dropout (default 0.5)")
+    compare.add_argument(
+        "--dropout-scope", choices=("step", "episode"), help="what dropout withholds"
+    )
     compare.add_argument("--quick", action="store_true", help="the short comparison (main job)")
     compare.add_argument("--resume", action="store_true", help="continue interrupted runs")
     compare.set_defaults(run=_cmd_compare)
@@ -135,6 +143,13 @@ def _positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1], got {value}")
     return value
 
 
@@ -271,6 +286,16 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         adaptive=None if args.fixed_switch else {"metric": "return"},
         record=args.record,
         **settings,
+        **{
+            name: value
+            for name, value in (
+                ("switch_at", args.switch_at),
+                ("fade", args.fade),
+                ("dropout", args.dropout),
+                ("dropout_scope", args.dropout_scope),
+            )
+            if value is not None
+        },
     )
     run_comparison(config, resume=args.resume)
     out = args.out.rstrip("/")
