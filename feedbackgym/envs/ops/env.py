@@ -280,10 +280,10 @@ class OpsIncidentEnv(gym.Env[Any, int]):
         assert state is not None
         if self.obs_mode == "text":
             return render_text(state, self.max_steps)
-        alerting = state.alerting()
+        alerts = state.active_alerts()
         seen = self._seen_views
         obs: dict[str, Any] = {
-            "alerts": np.array([s in alerting for s in SERVICES], np.int8),
+            "alerts": np.array([s in alerts for s in SERVICES], np.int8),
             "budget": np.array([state.budget], np.float32),
             "time": np.array([min(1.0, state.step / self.max_steps)], np.float32),
             "metrics": seen["metrics"].copy(),
@@ -299,7 +299,7 @@ class OpsIncidentEnv(gym.Env[Any, int]):
             "last_result": state.last_result,
         }
         if self.obs_mode == "both":
-            obs["text"] = render_text(state, self.max_steps)
+            obs["text"] = render_text(state, self.max_steps, alerts=alerts)
         return obs
 
     def _info(self, progress: dict[str, bool]) -> dict[str, Any]:

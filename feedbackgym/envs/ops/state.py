@@ -162,8 +162,8 @@ class IncidentState:
         """Whether the agent has run ``inspect_<kind>`` on ``service``."""
         return (service, kind) in self.evidence
 
-    def alerting(self) -> set[str]:
-        """The set of services alerting now (see :meth:`active_alerts`)."""
+    def active_alerts(self) -> list[str]:
+        """Services alerting now: unrecovered fault symptoms and untriaged red herrings."""
         alerting = {
             service
             for fault in self.faults
@@ -174,11 +174,6 @@ class IncidentState:
         for service in self.red_herrings:
             if (service, "metrics") not in evidence or (service, "logs") not in evidence:
                 alerting.add(service)
-        return alerting
-
-    def active_alerts(self) -> list[str]:
-        """Services alerting now: unrecovered fault symptoms and untriaged red herrings."""
-        alerting = self.alerting()
         return [s for s in SERVICES if s in alerting]
 
 

@@ -7,6 +7,7 @@ so it is always inside the env's ``Text`` observation space.
 from __future__ import annotations
 
 import string
+from collections.abc import Sequence
 
 from feedbackgym.envs.ops.catalog import SERVICES
 from feedbackgym.envs.ops.state import INSPECTIONS, IncidentState
@@ -22,9 +23,15 @@ MAX_TEXT_LENGTH = 4096
 GOAL = "Goal: find and fix the cause of the incident, verify recovery, then declare it resolved."
 
 
-def render_text(state: IncidentState, max_steps: int) -> str:
-    """Renders what the agent knows: status, alerts, the last answer and all findings."""
-    alerts = state.active_alerts()
+def render_text(
+    state: IncidentState, max_steps: int, *, alerts: Sequence[str] | None = None
+) -> str:
+    """Renders what the agent knows: status, alerts, the last answer and all findings.
+
+    ``alerts`` is ``state.active_alerts()`` when the caller has it already.
+    """
+    if alerts is None:
+        alerts = state.active_alerts()
     lines = [
         GOAL,
         f"Step {state.step} of {max_steps} | SLO budget {state.budget:.0%} | "
