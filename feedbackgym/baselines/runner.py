@@ -258,10 +258,11 @@ def train_run(
             (run_dir / stale).unlink(missing_ok=True)
         shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
     (run_dir / "config.json").write_text(config.to_json())
-    store = _open_store(config)
-    venv = _make_vec_env(config, store)
     first_round = state.get("round", -1) + 1
+    store = _open_store(config)
+    venv = None
     try:
+        venv = _make_vec_env(config, store)
         if first_round > 0:
             model = PPO.load(
                 run_dir / "checkpoints" / f"round_{first_round - 1:04d}.zip", env=venv, device="cpu"
@@ -305,7 +306,8 @@ def train_run(
                 tb_log_name=f"{config.arm}_seed{config.seed}",
             )
     finally:
-        venv.close()
+        if venv is not None:
+            venv.close()
         if store is not None and not isinstance(store, str):
             store.close()
     final = _read_state(run_dir)
