@@ -30,6 +30,7 @@ from feedbackgym.errors import FeedbackGymError
 from feedbackgym.registration import ENV_DESCRIPTIONS
 from feedbackgym.rollout import POLICIES, EpisodeResult, run_episodes, summarize
 from feedbackgym.schedules import ARMS as _ARMS
+from feedbackgym.schedules import DEFAULT_MIN_SUCCESS
 
 __all__ = ["main"]
 
@@ -100,6 +101,12 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("--kwarg", action="append", default=[], metavar="KEY=VALUE")
     compare.add_argument(
         "--fixed-switch", action="store_true", help="no adaptive switch (default: return trend)"
+    )
+    compare.add_argument(
+        "--min-success",
+        type=_fraction,
+        default=DEFAULT_MIN_SUCCESS,
+        help="hold the guide while training success is under this (default %(default)s; 0: off)",
     )
     compare.add_argument(
         "--record", action="store_true", help="record every training episode (HDF5 store)"
@@ -283,7 +290,9 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         jobs=args.jobs or (2 if args.quick else 1),
         bc_episodes=args.bc_episodes,
         env_kwargs=_parse_kwargs(args.kwarg),
-        adaptive=None if args.fixed_switch else {"metric": "return"},
+        adaptive=None
+        if args.fixed_switch
+        else {"metric": "return", "min_success": args.min_success},
         record=args.record,
         **settings,
         **{

@@ -94,6 +94,7 @@ class AdaptiveConfig(_Section):
     shift: float = Field(0.05, ge=0.0, le=1.0)
     min_switch: float = Field(0.1, ge=0.0, le=1.0)
     max_switch: float = Field(0.8, ge=0.0, le=1.0)
+    min_success: float = Field(0.0, ge=0.0, le=1.0)
 
     @model_validator(mode="after")
     def _ordered(self) -> AdaptiveConfig:

@@ -11,7 +11,11 @@ schedules do.
 The adaptive rule (:class:`TrendRule`) reads the trend the trainer reports
 and moves the switch: if the mean loss fell less than ``sooner_below`` (1%)
 over the last ``window`` (10) rounds, switch sooner; more than ``later_above``
-(5%), stay longer; always inside ``[min_switch, max_switch]``.
+(5%), stay longer; always inside ``[min_switch, max_switch]``. With
+``min_success`` set, the guide also stays on while the training success rate
+(reported as ``success``) is under that floor, and a flat trend does not bring
+the switch sooner: a policy that has not learned yet gains nothing from a
+switch (held up to ``max_switch``).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any
 
 __all__ = [
     "ARMS",
+    "DEFAULT_MIN_SUCCESS",
     "ConstantSchedule",
     "GuideReviewSchedule",
     "Schedule",
@@ -35,6 +40,9 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 UNITS = ("rounds", "steps")
+
+DEFAULT_MIN_SUCCESS = 0.3
+"""The success floor of the comparison's adaptive rule (``feedbackgym compare``)."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +83,9 @@ class TrendRule:
         shift: How far one decision moves the switch, as a fraction of training.
         min_switch: Earliest switch, as a fraction of training.
         max_switch: Latest switch, as a fraction of training.
+        min_success: Training success rate under which the switch is held
+            back (0: no floor). The schedule holds it one round at a time, up
+            to ``max_switch``.
 
     Example:
         >>> rule = TrendRule(window=4)
@@ -92,6 +103,7 @@ class TrendRule:
         shift: float = 0.05,
         min_switch: float = 0.1,
         max_switch: float = 0.8,
+        min_success: float = 0.0,
     ) -> None:
         if metric not in ("loss", "return"):
             raise ValueError(f"metric must be 'loss' or 'return', got {metric!r}")
@@ -101,6 +113,8 @@ class TrendRule:
             raise ValueError("need 0 <= sooner_below <= later_above")
         if not 0 <= min_switch <= max_switch <= 1:
             raise ValueError("need 0 <= min_switch <= max_switch <= 1")
+        if not 0 <= min_success <= 1:
+            raise ValueError(f"min_success must be a fraction in [0, 1], got {min_success}")
         self.metric = metric
         self.window = window
         self.sooner_below = sooner_below
@@ -108,6 +122,7 @@ class TrendRule:
         self.shift = shift
         self.min_switch = min_switch
         self.max_switch = max_switch
+        self.min_success = min_success
         self._values: deque[float] = deque(maxlen=window)
         self.last_improvement = 0.0
 
@@ -144,7 +159,8 @@ class TrendRule:
         return (
             f"TrendRule({self.metric!r}, window={self.window}, sooner_below={self.sooner_below}, "
             f"later_above={self.later_above}, shift={self.shift}, "
-            f"min_switch={self.min_switch}, max_switch={self.max_switch})"
+            f"min_switch={self.min_switch}, max_switch={self.max_switch}, "
+            f"min_success={self.min_success})"
         )
 
 
@@ -288,30 +304,53 @@ class GuideReviewSchedule(Schedule):
 
         Args:
             progress: Current progress, in ``unit``.
-            **metrics: ``loss`` and/or ``mean_return`` for this round.
+            **metrics: ``loss``, ``mean_return`` and/or ``success`` (the
+                training success rate) for this round.
         """
-        if self.adaptive is None:
+        rule = self.adaptive
+        if rule is None or progress >= self.switch_step:
             return
-        key = "loss" if self.adaptive.metric == "loss" else "mean_return"
-        if key not in metrics or progress >= self.switch_step:
-            return
-        decision = self.adaptive.observe(float(metrics[key]))
-        if not decision:
-            return
+        key = "loss" if rule.metric == "loss" else "mean_return"
+        success = metrics.get("success")
+        below_floor = success is not None and success < rule.min_success
+        if key in metrics:
+            decision = rule.observe(float(metrics[key]))
+            if decision > 0 or (decision < 0 and not below_floor):
+                verdict = "switch sooner" if decision < 0 else "stay longer"
+                self._move(
+                    progress,
+                    self.switch_at + decision * rule.shift,
+                    f"{key} improved {rule.last_improvement:.1%} over {rule.window} rounds: "
+                    f"{verdict}",
+                )
+        if below_floor and progress + 1 >= self.switch_step:
+            self._move(  # the next round (progress + 1) stays in the guide phase
+                progress,
+                (progress + 2) / self.total,
+                f"training success under the floor {rule.min_success:.0%}: hold the guide",
+                merge=True,
+            )
+
+    def _move(self, progress: float, switch_at: float, reason: str, *, merge: bool = False) -> None:
+        """Moves the switch to ``switch_at``, kept in the rule's range and not in the past.
+
+        With ``merge``, a move for the same reason as the last one extends that
+        history entry (a hold lasting many rounds is one entry).
+        """
+        assert self.adaptive is not None
         rule = self.adaptive
         old = self.switch_at
-        moved = old + decision * rule.shift
         floor = max(rule.min_switch, progress / self.total)
-        self.switch_at = min(max(moved, floor), rule.max_switch)
-        if self.switch_at != old:
-            verdict = "switch sooner" if decision < 0 else "stay longer"
-            reason = (
-                f"{key} improved {rule.last_improvement:.1%} over {rule.window} rounds: {verdict}"
-            )
-            self.history.append(
-                {"progress": progress, "from": old, "to": self.switch_at, "reason": reason}
-            )
-            logger.info("schedule switch moved from %.2f to %.2f (%s)", old, self.switch_at, reason)
+        self.switch_at = min(max(switch_at, floor), rule.max_switch)
+        if self.switch_at == old:
+            return
+        if merge and self.history and self.history[-1]["reason"] == reason:
+            self.history[-1]["to"] = self.switch_at
+            return
+        self.history.append(
+            {"progress": progress, "from": old, "to": self.switch_at, "reason": reason}
+        )
+        logger.info("schedule switch moved from %.2f to %.2f (%s)", old, self.switch_at, reason)
 
     def __repr__(self) -> str:
         return (

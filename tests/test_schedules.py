@@ -95,6 +95,27 @@ def test_return_trend_variant():
     assert s.switch_at == pytest.approx(0.45)
 
 
+def test_success_floor_holds_the_guide_until_reached_or_max_switch():
+    s = GuideReviewSchedule(
+        switch_at=0.2, total=100, adaptive=TrendRule("return", window=4, min_success=0.3)
+    )
+    for round_ in range(40):  # flat return (switch sooner) but no success yet: hold
+        s.report(round_, mean_return=0.0, success=0.1)
+        assert s.state(round_ + 1).phase == "guide"
+    holds = [h for h in s.history if "floor" in h["reason"]]
+    assert len(holds) == 1 and holds[0]["to"] == pytest.approx(0.41)  # one entry per hold
+    s.report(40, mean_return=0.0, success=0.5)  # floor reached: the held switch comes now
+    assert s.switch_at == pytest.approx(0.41) and s.state(41).phase == "fade"
+    capped = GuideReviewSchedule(
+        total=10, adaptive=TrendRule("return", max_switch=0.5, min_success=0.9)
+    )
+    for round_ in range(10):
+        capped.report(round_, success=0.0)
+    assert capped.switch_at == pytest.approx(0.5) and capped.state(6).phase != "guide"
+    with pytest.raises(ValueError, match="min_success"):
+        TrendRule(min_success=1.5)
+
+
 @pytest.mark.parametrize(
     "kwargs", [{"switch_at": 1.5}, {"fade": -1}, {"total": 0}, {"unit": "epochs"}]
 )

@@ -77,7 +77,8 @@ class FeedbackCallback(BaseCallback):
     """Drives :class:`~feedbackgym.wrappers.FadeGuideToReview` from SB3 and logs feedback.
 
     At every rollout start it reports the last round's trend (SB3's
-    ``train/loss`` and the mean episode return) to the schedule and pushes the
+    ``train/loss``, the mean episode return and the success rate of the last
+    100 episodes, from ``info["is_success"]``) to the schedule and pushes the
     round index with ``env_method("set_progress", round)``, which reaches envs
     in subprocess workers too; envs under
     :class:`~feedbackgym.wrappers.RecordTrajectories` also get
@@ -137,6 +138,8 @@ class FeedbackCallback(BaseCallback):
         mean_return = self._mean_return()
         if mean_return is not None:
             metrics["mean_return"] = mean_return
+        if self.model.ep_success_buffer:  # SB3 keeps info["is_success"] of ended episodes
+            metrics["success"] = float(np.mean(self.model.ep_success_buffer))
         if metrics and self.round > 0:
             self.training_env.env_method("report", **metrics)
             for env in self.mirrors:

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from feedbackgym.baselines.arms import ArmSettings, rounds_for
-from feedbackgym.schedules import ARMS
+from feedbackgym.schedules import ARMS, DEFAULT_MIN_SUCCESS
 
 __all__ = ["ComparisonConfig", "QUICK", "run_comparison", "summarize_runs"]
 
@@ -53,7 +53,8 @@ class ComparisonConfig:
         switch_at: Where the fade starts, as a fraction of training.
         fade: Fade length in rounds (``None``: 10% of training, at least 5 rounds).
         adaptive: :class:`~feedbackgym.schedules.TrendRule` arguments that move the
-            switch from the training trend (default: the return trend), or ``None``.
+            switch from the training trend (default: the return trend, and the
+            guide held while the training success is under 30%), or ``None``.
         env_kwargs: Keyword arguments for ``gym.make``.
         record: Record every training episode in each run's ``trajectories/``.
         dropout: Hint dropout of the guide arms (see :class:`ArmSettings`).
@@ -73,7 +74,9 @@ class ComparisonConfig:
     bc_episodes: int = 0
     switch_at: float = 0.4
     fade: float | None = None
-    adaptive: dict[str, Any] | None = field(default_factory=lambda: {"metric": "return"})
+    adaptive: dict[str, Any] | None = field(
+        default_factory=lambda: {"metric": "return", "min_success": DEFAULT_MIN_SUCCESS}
+    )
     env_kwargs: dict[str, Any] | None = None
     record: bool = False
     dropout: float = ArmSettings.dropout
