@@ -350,19 +350,8 @@ def _flatten_into(columns: dict[str, np.ndarray], prefix: str, values: Sequence[
         column = np.empty(len(values), object)
         column[:] = values
         columns[prefix] = column
-    elif isinstance(first, np.ndarray) and first.ndim:
-        columns[prefix] = _stack_arrays(values, first)
     else:
         columns[prefix] = np.asarray(values)
-
-
-def _stack_arrays(values: Sequence[Any], first: np.ndarray) -> np.ndarray:
-    """``np.asarray(values)`` for arrays of one shape, through one concatenate (faster)."""
-    head = first.shape[:1]
-    if all(type(v) is np.ndarray and v.shape[:1] == head for v in values):
-        # concatenate checks the other dimensions; the loop checked the first
-        return np.concatenate(values).reshape(len(values), *first.shape)
-    return np.asarray(values)
 
 
 def nest_columns(columns: dict[str, np.ndarray], prefix: str) -> Any:
