@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-from collections import deque
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
@@ -12,19 +10,16 @@ from gymnasium import spaces
 
 from feedbackgym.core import Hint
 from feedbackgym.feedback.guide import SubgoalGuide
-from feedbackgym.feedback.sources import make_source
 from feedbackgym.wrappers.common import (
     add_vector_fields,
-    checked_channels,
-    checked_probability,
     feedback_info,
     read_only,
     seeded_rng,
     subgoal_library,
-    text_channel_space,
     with_appended_text,
     with_vector_fields,
 )
+from feedbackgym.wrappers.feedback import FeedbackWrapper
 
 __all__ = ["GUIDE_CHANNELS", "AddGuide"]
 
@@ -35,13 +30,9 @@ VECTOR_CACHE_SIZE = 1024
 """Distinct hint encodings kept; hints repeat, so their vector fields are built once."""
 HINT_TEXT_LIMIT = 512
 """Most characters a hint adds to a text observation."""
-LATENCY_SAMPLES = 4096
 
 
-class AddGuide(
-    gym.Wrapper[Any, Any, Any, Any],
-    gym.utils.RecordConstructorArgs,
-):
+class AddGuide(FeedbackWrapper):
     """Gives a hint naming the next subgoals every ``every`` steps (the guide density).
 
     A hint is state-based, discrete direction ("first A, then B") computed from
@@ -79,6 +70,13 @@ class AddGuide(
      * v0.1.0 - Initially added
     """
 
+    kind = "guide"
+    counters = ("hints_given", "hints_due")
+    hints_given: int
+    """Hints given since the last :meth:`feedback_stats` call."""
+    hints_due: int
+    """Steps a hint was due on since the last :meth:`feedback_stats` call."""
+
     def __init__(
         self,
         env: gym.Env[Any, Any],
@@ -107,20 +105,23 @@ class AddGuide(
             deadline_ms=deadline_ms,
             info_key=info_key,
         )
-        gym.Wrapper.__init__(self, env)
+        self._setup(
+            env,
+            channels=channels,
+            allowed=GUIDE_CHANNELS,
+            source=source,
+            deadline_ms=deadline_ms,
+            max_subgoals=max_subgoals,
+            info_key=info_key,
+            text_limit=HINT_TEXT_LIMIT,
+        )
         if dropout_scope not in DROPOUT_SCOPES:
             raise ValueError(
                 f"dropout_scope must be one of {DROPOUT_SCOPES}, got {dropout_scope!r}"
             )
         self.dropout_scope = dropout_scope
-        self.channels = checked_channels(channels, GUIDE_CHANNELS)
-        self.max_subgoals = max_subgoals
-        self.info_key = info_key
         self.configure(every=every, lookahead=lookahead, dropout=dropout)
         self.set_weight(weight)
-        self._source = make_source(source, deadline_ms=deadline_ms)
-        if "text" in self.channels:
-            self.observation_space = text_channel_space(env.observation_space, HINT_TEXT_LIMIT)
         self._targets = _vocabulary(env, "target_vocabulary")
         self._kinds = _vocabulary(env, "subgoal_kinds")
         if "vector" in self.channels:
@@ -133,21 +134,13 @@ class AddGuide(
             if self._kinds:
                 fields["hint_kind"] = spaces.MultiBinary(len(self._kinds))
             self.observation_space = with_vector_fields(self.observation_space, fields)
-        self._rng: np.random.Generator | None = None
         self._t = 0
         self._unguided_episode = False
         self._held: Hint | None = None
         self._held_vector: dict[str, np.ndarray] | None = None
         self._vector_cache: dict[Any, dict[str, np.ndarray]] = {}
-        self.hints_given = 0
-        self.hints_due = 0
-        self.latencies_ms: deque[float] = deque(maxlen=LATENCY_SAMPLES)
 
     # --- runtime setters (reach subprocess workers through env_method / call) -------------
-
-    def set_weight(self, weight: float) -> None:
-        """Sets the probability that a due hint is given."""
-        self.weight = checked_probability("guide weight", weight)
 
     def configure(self, *, every: int, lookahead: int, dropout: float) -> None:
         """Changes the guide density, lookahead and dropout (hot reload)."""
@@ -158,18 +151,6 @@ class AddGuide(
         self.every = every
         self.dropout = dropout
         self._guide = SubgoalGuide(lookahead)
-
-    def feedback_stats(self) -> dict[str, Any]:
-        """Counts and latencies since the last call, for trainers to log; resets them."""
-        stats = {
-            "hints_given": self.hints_given,
-            "hints_due": self.hints_due,
-            "latencies_ms": list(self.latencies_ms),
-            "misses": getattr(self._source, "misses", 0),
-        }
-        self.hints_given = self.hints_due = 0
-        self.latencies_ms.clear()
-        return stats
 
     # --- Gymnasium API --------------------------------------------------------------------
 
@@ -232,7 +213,12 @@ class AddGuide(
             self._held_vector = self._vector_cache[key]
 
     def _make_hint(self, info: dict[str, Any]) -> Hint | None:
-        start = time.perf_counter()
+        hint = self._timed(lambda: self._choose_hint(info))
+        if hint is not None:
+            self.hints_given += 1
+        return hint
+
+    def _choose_hint(self, info: dict[str, Any]) -> Hint | None:
         library = subgoal_library(self.env)
         if len(library) > self.max_subgoals:
             raise ValueError(
@@ -241,13 +227,8 @@ class AddGuide(
             )
         progress = info.get("subgoals", {})
         if self._source is None:
-            hint: Hint | None = self._guide.hint(library, progress, self._t)
-        else:
-            hint = self._source.hint(library, progress, self._t, self._guide.lookahead)
-        self.latencies_ms.append((time.perf_counter() - start) * 1000.0)
-        if hint is not None:
-            self.hints_given += 1
-        return hint
+            return self._guide.hint(library, progress, self._t)
+        return self._source.hint(library, progress, self._t, self._guide.lookahead)
 
     def _vector(self, hint: Hint | None) -> dict[str, np.ndarray]:
         one_hot = np.zeros(self.max_subgoals, np.int8)
@@ -266,12 +247,6 @@ class AddGuide(
                 kind[self._kinds.index(hint.kind)] = 1
             fields["hint_kind"] = kind
         return fields
-
-    def close(self) -> None:
-        """Closes the env and the remote source, if any."""
-        if self._source is not None:
-            self._source.close()
-        super().close()
 
 
 def _vocabulary(env: gym.Env[Any, Any], name: str) -> tuple[str, ...]:

@@ -2,37 +2,31 @@
 
 from __future__ import annotations
 
-import time
-from collections import deque
 from typing import Any, NamedTuple, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from feedbackgym.core import Review, StepRecord
+from feedbackgym.core import Review, StepRecord, Subgoal
 from feedbackgym.feedback.review import TrajectoryReviewer
-from feedbackgym.feedback.sources import make_source
 from feedbackgym.wrappers.common import (
     add_vector_fields,
-    checked_channels,
-    checked_probability,
     feedback_info,
     json_safe,
     read_only,
     seeded_rng,
     subgoal_library,
-    text_channel_space,
     with_appended_text,
     with_vector_fields,
 )
+from feedbackgym.wrappers.feedback import FeedbackWrapper
 
 __all__ = ["REVIEW_CHANNELS", "AddReview"]
 
 REVIEW_CHANNELS = ("text", "vector", "info", "credit")
 REVIEW_TEXT_LIMIT = 1024
 """Most characters a review adds to a text observation."""
-LATENCY_SAMPLES = 4096
 
 
 class _StepRow(NamedTuple):
@@ -46,10 +40,7 @@ class _StepRow(NamedTuple):
     action_text: str
 
 
-class AddReview(
-    gym.Wrapper[Any, Any, Any, Any],
-    gym.utils.RecordConstructorArgs,
-):
+class AddReview(FeedbackWrapper):
     """Reviews the last ``window`` steps of each finished episode.
 
     The review is emitted on the terminal or truncated step (what SB3's and
@@ -86,6 +77,13 @@ class AddReview(
      * v0.1.0 - Initially added
     """
 
+    kind = "review"
+    counters = ("reviews_given", "episodes_ended")
+    reviews_given: int
+    """Reviews given since the last :meth:`feedback_stats` call."""
+    episodes_ended: int
+    """Episodes ended since the last :meth:`feedback_stats` call."""
+
     def __init__(
         self,
         env: gym.Env[Any, Any],
@@ -112,15 +110,18 @@ class AddReview(
             deadline_ms=deadline_ms,
             info_key=info_key,
         )
-        gym.Wrapper.__init__(self, env)
-        self.channels = checked_channels(channels, REVIEW_CHANNELS)
-        self.max_subgoals = max_subgoals
-        self.info_key = info_key
+        self._setup(
+            env,
+            channels=channels,
+            allowed=REVIEW_CHANNELS,
+            source=source,
+            deadline_ms=deadline_ms,
+            max_subgoals=max_subgoals,
+            info_key=info_key,
+            text_limit=REVIEW_TEXT_LIMIT,
+        )
         self.configure(window=window, stall_steps=stall_steps, action_level=action_level)
         self.set_weight(weight)
-        self._source = make_source(source, deadline_ms=deadline_ms)
-        if "text" in self.channels:
-            self.observation_space = text_channel_space(env.observation_space, REVIEW_TEXT_LIMIT)
         if "vector" in self.channels:
             self.observation_space = with_vector_fields(
                 self.observation_space,
@@ -130,22 +131,14 @@ class AddReview(
                     "review_present": spaces.MultiBinary(1),
                 },
             )
-        self._rng: np.random.Generator | None = None
         self._steps: list[_StepRow] = []
         self._progress: dict[str, bool] | None = None
         self._done: tuple[str, ...] = ()
         self._initial_done: tuple[str, ...] = ()
         self._vector_summary = self._summarise(None, 1)
         self.last_review: Review | None = None
-        self.reviews_given = 0
-        self.episodes_ended = 0
-        self.latencies_ms: deque[float] = deque(maxlen=LATENCY_SAMPLES)
 
     # --- runtime setters ------------------------------------------------------------------
-
-    def set_weight(self, weight: float) -> None:
-        """Sets the probability that a finished episode is reviewed."""
-        self.weight = checked_probability("review weight", weight)
 
     def configure(self, *, window: int, stall_steps: int, action_level: bool) -> None:
         """Changes the review window, stall length and suggestion level (hot reload)."""
@@ -153,18 +146,6 @@ class AddReview(
             raise ValueError(f"window must be at least 1, got {window}")
         self.window = window
         self.reviewer = TrajectoryReviewer(stall_steps=stall_steps, action_level=action_level)
-
-    def feedback_stats(self) -> dict[str, Any]:
-        """Counts and latencies since the last call, for trainers to log; resets them."""
-        stats = {
-            "reviews_given": self.reviews_given,
-            "episodes_ended": self.episodes_ended,
-            "latencies_ms": list(self.latencies_ms),
-            "misses": getattr(self._source, "misses", 0),
-        }
-        self.reviews_given = self.episodes_ended = 0
-        self.latencies_ms.clear()
-        return stats
 
     # --- Gymnasium API --------------------------------------------------------------------
 
@@ -234,35 +215,33 @@ class AddReview(
         return self._done
 
     def _review(self, *, success: bool) -> Review | None:
-        start = time.perf_counter()
-        first = max(0, len(self._steps) - self.window)
-        window = [
-            StepRecord(step, *row) for step, row in enumerate(self._steps[first:], start=first)
-        ]
-        initial_done = self._steps[first - 1].done_ids if first > 0 else self._initial_done
         library = subgoal_library(self.env)
-        if self._source is None:
-            review: Review | None = self.reviewer.review(
-                window, library, success=success, initial_done=initial_done
-            )
-        else:
-            review = self._source.review(
-                window,
-                library,
-                success=success,
-                initial_done=initial_done,
-                options={
-                    "stall_steps": self.reviewer.stall_steps,
-                    "action_level": self.reviewer.action_level,
-                },
-            )
-        self.latencies_ms.append((time.perf_counter() - start) * 1000.0)
+        review = self._timed(lambda: self._critique(library, success))
         if review is not None:
             self.reviews_given += 1
             self.last_review = review
             positions = {sg.id: i for i, sg in enumerate(library)}
             self._vector_summary = self._summarise(review, len(self._steps), positions)
         return review
+
+    def _critique(self, library: list[Subgoal], success: bool) -> Review | None:
+        first = max(0, len(self._steps) - self.window)
+        window = [
+            StepRecord(step, *row) for step, row in enumerate(self._steps[first:], start=first)
+        ]
+        initial_done = self._steps[first - 1].done_ids if first > 0 else self._initial_done
+        if self._source is None:
+            return self.reviewer.review(window, library, success=success, initial_done=initial_done)
+        return self._source.review(
+            window,
+            library,
+            success=success,
+            initial_done=initial_done,
+            options={
+                "stall_steps": self.reviewer.stall_steps,
+                "action_level": self.reviewer.action_level,
+            },
+        )
 
     def _summarise(
         self, review: Review | None, length: int, positions: dict[str, int] | None = None
@@ -284,9 +263,3 @@ class AddReview(
         if "vector" not in self.channels:
             return obs
         return add_vector_fields(obs, self._vector_summary)
-
-    def close(self) -> None:
-        """Closes the env and the remote source, if any."""
-        if self._source is not None:
-            self._source.close()
-        super().close()
