@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any, SupportsFloat
 
-import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
 from feedbackgym.core import Subgoal, SubgoalTracker
+from feedbackgym.envs.base import OBS_MODES, TrackedEnv
 from feedbackgym.envs.code.actions import (
     EDIT,
     KINDS,
@@ -49,7 +49,6 @@ from feedbackgym.errors import FeedbackGymError, SandboxError
 
 __all__ = ["OBS_MODES", "RESULTS", "CodeFixEnv"]
 
-OBS_MODES: tuple[str, ...] = ("vector", "text", "both")
 RESULTS: tuple[str, ...] = ("none", "info", "pass", "fail", "edited", "no_effect", "missing")
 """What an action came to, in the order of the ``last_result`` observation."""
 
@@ -58,7 +57,7 @@ _FAILED = ("fail", "error")
 _STATUSES = ("pass", "fail", "error", "not_run")
 
 
-class CodeFixEnv(gym.Env[Any, int]):
+class CodeFixEnv(TrackedEnv[CodeState]):
     """Fix a seeded bug in a small Python project whose tests run in a sandbox.
 
     ## Description
@@ -153,8 +152,6 @@ class CodeFixEnv(gym.Env[Any, int]):
      * v0.1.0 - Initially added
     """
 
-    metadata = {"render_modes": ["ansi"], "render_fps": 4}
-
     def __init__(
         self,
         difficulty: str = "medium",
@@ -168,20 +165,14 @@ class CodeFixEnv(gym.Env[Any, int]):
     ) -> None:
         if difficulty not in DIFFICULTIES:
             raise ValueError(f"difficulty must be one of {DIFFICULTIES}, got {difficulty!r}")
-        if obs_mode not in OBS_MODES:
-            raise ValueError(f"obs_mode must be one of {OBS_MODES}, got {obs_mode!r}")
         if family is not None and family not in FAMILIES:
             raise ValueError(f"family must be None or one of {tuple(FAMILIES)}, got {family!r}")
-        if render_mode not in (None, *self.metadata["render_modes"]):
-            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
-        if max_steps < 1 or run_timeout <= 0:
-            raise ValueError("max_steps and run_timeout must be positive")
+        if run_timeout <= 0:
+            raise ValueError(f"run_timeout must be positive, got {run_timeout}")
+        self._set_common_args(obs_mode=obs_mode, max_steps=max_steps, render_mode=render_mode)
         self.difficulty = difficulty
-        self.obs_mode = obs_mode
         self.family = family
-        self.max_steps = max_steps
         self.run_timeout = float(run_timeout)
-        self.render_mode = render_mode
         self.sandbox_kind = resolve_sandbox(sandbox)
         self._sandbox: Sandbox | None = make_sandbox(self.sandbox_kind)
         self.action_space: spaces.Space[Any] = spaces.Discrete(N_ACTIONS)
@@ -211,8 +202,6 @@ class CodeFixEnv(gym.Env[Any, int]):
             self.observation_space = text
         else:
             self.observation_space = spaces.Dict({**vector.spaces, "text": text})
-        self._state: CodeState | None = None
-        self._tracker: SubgoalTracker | None = None
 
     # --- Gymnasium API ---------------------------------------------------------------------
 
@@ -397,11 +386,6 @@ class CodeFixEnv(gym.Env[Any, int]):
         if self._sandbox is None:
             self._sandbox = make_sandbox(self.sandbox_kind)
         return self._sandbox
-
-    def _require_episode(self) -> tuple[CodeState, SubgoalTracker]:
-        if self._state is None or self._tracker is None:
-            raise FeedbackGymError("no episode is running; call reset() first")
-        return self._state, self._tracker
 
     def _observation(self) -> Any:
         state = self._state

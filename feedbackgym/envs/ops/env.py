@@ -5,11 +5,11 @@ from __future__ import annotations
 import copy
 from typing import Any, SupportsFloat
 
-import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
 from feedbackgym.core import Subgoal, SubgoalTracker
+from feedbackgym.envs.base import OBS_MODES, TrackedEnv
 from feedbackgym.envs.ops.actions import ACTION_MEANINGS, N_ACTIONS, parse_action
 from feedbackgym.envs.ops.catalog import LOG_SIGNALS, METRICS, SERVICES
 from feedbackgym.envs.ops.dynamics import RESULTS, WORSE, advance, apply_action
@@ -21,11 +21,10 @@ from feedbackgym.errors import FeedbackGymError
 
 __all__ = ["OBS_MODES", "OpsIncidentEnv"]
 
-OBS_MODES: tuple[str, ...] = ("vector", "text", "both")
 _N = len(SERVICES)
 
 
-class OpsIncidentEnv(gym.Env[Any, int]):
+class OpsIncidentEnv(TrackedEnv[IncidentState]):
     """Diagnose and repair an incident in a simulated production system.
 
     ## Description
@@ -104,8 +103,6 @@ class OpsIncidentEnv(gym.Env[Any, int]):
     * v0: Initial version.
     """
 
-    metadata = {"render_modes": ["ansi"], "render_fps": 4}
-
     def __init__(
         self,
         difficulty: str = "medium",
@@ -116,16 +113,8 @@ class OpsIncidentEnv(gym.Env[Any, int]):
     ) -> None:
         if difficulty not in DIFFICULTIES:
             raise ValueError(f"difficulty must be one of {DIFFICULTIES}, got {difficulty!r}")
-        if obs_mode not in OBS_MODES:
-            raise ValueError(f"obs_mode must be one of {OBS_MODES}, got {obs_mode!r}")
-        if render_mode not in (None, *self.metadata["render_modes"]):
-            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
-        if max_steps < 1:
-            raise ValueError(f"max_steps must be positive, got {max_steps}")
+        self._set_common_args(obs_mode=obs_mode, max_steps=max_steps, render_mode=render_mode)
         self.difficulty = difficulty
-        self.obs_mode = obs_mode
-        self.max_steps = max_steps
-        self.render_mode = render_mode
         self.action_space: spaces.Space[Any] = spaces.Discrete(N_ACTIONS)
         vector = spaces.Dict(
             {
@@ -150,8 +139,6 @@ class OpsIncidentEnv(gym.Env[Any, int]):
             self.observation_space = text
         else:
             self.observation_space = spaces.Dict({**vector.spaces, "text": text})
-        self._state: IncidentState | None = None
-        self._tracker: SubgoalTracker | None = None
         self._actions_taken = np.zeros(N_ACTIONS, np.int8)
         self._seen_views: dict[str, np.ndarray] = {}
 
@@ -269,11 +256,6 @@ class OpsIncidentEnv(gym.Env[Any, int]):
             "inspected": state.inspected.reshape(-1),
         }
         return state, self._tracker
-
-    def _require_episode(self) -> tuple[IncidentState, SubgoalTracker]:
-        if self._state is None or self._tracker is None:
-            raise FeedbackGymError("no episode is running; call reset() first")
-        return self._state, self._tracker
 
     def _observation(self) -> Any:
         state = self._state

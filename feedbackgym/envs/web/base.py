@@ -33,11 +33,11 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, SupportsFloat
 
-import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
 from feedbackgym.core import Subgoal, SubgoalTracker
+from feedbackgym.envs.base import OBS_MODES, SuiteEnv
 from feedbackgym.envs.web import driver
 from feedbackgym.envs.web.actions import ActionTable, WebAction, is_field_ref
 from feedbackgym.envs.web.browser import BrowserError
@@ -55,7 +55,6 @@ from feedbackgym.errors import FeedbackGymError
 
 __all__ = ["OBS_MODES", "BrowserEnv", "Judgement", "WebState"]
 
-OBS_MODES: tuple[str, ...] = ("vector", "text", "both")
 _DONE, _INVALID = LAST_RESULTS.index("done"), LAST_RESULTS.index("invalid")
 
 
@@ -113,7 +112,7 @@ class _Episode:
     touched: bool = False
 
 
-class BrowserEnv(gym.Env[Any, int], ABC):
+class BrowserEnv(SuiteEnv, ABC):
     """Base class of the web envs (see the module docstring for the shared behaviour).
 
     Args:
@@ -143,15 +142,7 @@ class BrowserEnv(gym.Env[Any, int], ABC):
         driver_config: dict[str, Any] | None = None,
         prefetch: bool = True,
     ) -> None:
-        if obs_mode not in OBS_MODES:
-            raise ValueError(f"obs_mode must be one of {OBS_MODES}, got {obs_mode!r}")
-        if render_mode not in (None, *self.metadata["render_modes"]):
-            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
-        if max_steps < 1:
-            raise ValueError(f"max_steps must be positive, got {max_steps}")
-        self.obs_mode = obs_mode
-        self.max_steps = max_steps
-        self.render_mode = render_mode
+        self._set_common_args(obs_mode=obs_mode, max_steps=max_steps, render_mode=render_mode)
         self.prefetch = prefetch
         self._site = site
         self._table = table

@@ -140,7 +140,7 @@ class WebEnv(BrowserEnv):
             origin=f"http://{self._task.app}.feedbackgym.test",
             mounts=(("/_kit/", APPS / "_kit"), ("/", app)),
             start_path="/",
-            fallback=app / "index.html",
+            fallback=APPS / "_kit" / "index.html",  # every app's page shell
         )
         table = ActionTable(SLOTS, self._task.type_values, self._task.select_values)
         super().__init__(

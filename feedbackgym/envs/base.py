@@ -1,0 +1,63 @@
+"""What the suite's envs share: observation modes, their common arguments, the episode guard."""
+
+from __future__ import annotations
+
+from typing import Any, Generic, TypeVar
+
+import gymnasium as gym
+
+from feedbackgym.core import SubgoalTracker
+from feedbackgym.errors import FeedbackGymError
+
+__all__ = ["OBS_MODES", "SuiteEnv", "TrackedEnv"]
+
+OBS_MODES: tuple[str, ...] = ("vector", "text", "both")
+"""Observation modes: a Dict of arrays, the text, or both (the Dict with a ``text`` key)."""
+
+S = TypeVar("S")
+
+
+class SuiteEnv(gym.Env[Any, int]):
+    """Base of the suite's envs: text/vector observations, an ANSI render.
+
+    Subclasses call :meth:`_set_common_args` early in their constructor.
+    """
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+
+    def _set_common_args(self, *, obs_mode: str, max_steps: int, render_mode: str | None) -> None:
+        """Checks and sets ``obs_mode``, ``max_steps`` and ``render_mode``.
+
+        Raises:
+            ValueError: One of them is not valid.
+        """
+        if obs_mode not in OBS_MODES:
+            raise ValueError(f"obs_mode must be one of {OBS_MODES}, got {obs_mode!r}")
+        if render_mode not in (None, *self.metadata["render_modes"]):
+            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        if max_steps < 1:
+            raise ValueError(f"max_steps must be positive, got {max_steps}")
+        self.obs_mode = obs_mode
+        self.max_steps = max_steps
+        self.render_mode = render_mode
+
+
+class TrackedEnv(SuiteEnv, Generic[S]):
+    """A suite env whose episode is a state object plus a subgoal tracker.
+
+    Subclasses keep the running episode's state in ``_state`` and its tracker
+    in ``_tracker`` (``None`` between episodes).
+    """
+
+    _state: S | None = None
+    _tracker: SubgoalTracker | None = None
+
+    def _require_episode(self) -> tuple[S, SubgoalTracker]:
+        """The running episode's state and tracker.
+
+        Raises:
+            FeedbackGymError: No episode is running.
+        """
+        if self._state is None or self._tracker is None:
+            raise FeedbackGymError("no episode is running; call reset() first")
+        return self._state, self._tracker
