@@ -9,12 +9,39 @@ import gymnasium as gym
 from feedbackgym.core import SubgoalTracker
 from feedbackgym.errors import FeedbackGymError
 
-__all__ = ["OBS_MODES", "SuiteEnv", "TrackedEnv"]
+__all__ = [
+    "OBS_MODES",
+    "TRAIN_SEED_LIMIT",
+    "VALIDATION_SEED_START",
+    "SuiteEnv",
+    "TrackedEnv",
+    "validation_seed_blocks",
+]
 
 OBS_MODES: tuple[str, ...] = ("vector", "text", "both")
 """Observation modes: a Dict of arrays, the text, or both (the Dict with a ``text`` key)."""
 
+VALIDATION_SEED_START = 10_000_000
+"""Every validation seed is at least this; training seeds stay below."""
+TRAIN_SEED_LIMIT = VALIDATION_SEED_START
+
 S = TypeVar("S")
+
+
+def validation_seed_blocks(difficulties: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
+    """100 held-out seeds per difficulty, in blocks of 1000 from :data:`VALIDATION_SEED_START`.
+
+    Example:
+        >>> blocks = validation_seed_blocks(("easy", "hard"))
+        >>> blocks["hard"][0], len(blocks["easy"])
+        (10001000, 100)
+    """
+    return {
+        difficulty: tuple(
+            range(VALIDATION_SEED_START + 1000 * i, VALIDATION_SEED_START + 1000 * i + 100)
+        )
+        for i, difficulty in enumerate(difficulties)
+    }
 
 
 class SuiteEnv(gym.Env[Any, int]):

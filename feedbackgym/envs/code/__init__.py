@@ -8,6 +8,7 @@ sandbox starts when an env is made.
 
 from __future__ import annotations
 
+from feedbackgym.envs.base import TRAIN_SEED_LIMIT, VALIDATION_SEED_START, validation_seed_blocks
 from feedbackgym.envs.code.env import OBS_MODES, CodeFixEnv
 from feedbackgym.envs.code.families import FAMILIES
 from feedbackgym.envs.code.generator import DIFFICULTIES
@@ -24,14 +25,5 @@ __all__ = [
     "CodeFixEnv",
 ]
 
-VALIDATION_SEED_START = 10_000_000
-"""Every validation seed is at least this; training seeds stay below."""
-TRAIN_SEED_LIMIT = VALIDATION_SEED_START
-
-VALIDATION_SEEDS: dict[str, tuple[int, ...]] = {
-    difficulty: tuple(
-        range(VALIDATION_SEED_START + 1000 * i, VALIDATION_SEED_START + 1000 * i + 100)
-    )
-    for i, difficulty in enumerate(DIFFICULTIES)
-}
+VALIDATION_SEEDS: dict[str, tuple[int, ...]] = validation_seed_blocks(DIFFICULTIES)
 """100 held-out seeds per difficulty."""

@@ -7,6 +7,7 @@ Validation seeds are fixed per difficulty and lie at or above
 
 from __future__ import annotations
 
+from feedbackgym.envs.base import TRAIN_SEED_LIMIT, VALIDATION_SEED_START, validation_seed_blocks
 from feedbackgym.envs.ops.catalog import FAULT_TYPES, SERVICES
 from feedbackgym.envs.ops.env import OBS_MODES, OpsIncidentEnv
 from feedbackgym.envs.ops.state import DIFFICULTIES
@@ -22,15 +23,6 @@ __all__ = [
     "OpsIncidentEnv",
 ]
 
-VALIDATION_SEED_START = 10_000_000
-"""Every validation seed is at least this; training seeds stay below."""
-TRAIN_SEED_LIMIT = VALIDATION_SEED_START
-
-VALIDATION_SEEDS: dict[str, tuple[int, ...]] = {
-    difficulty: tuple(
-        range(VALIDATION_SEED_START + 1000 * i, VALIDATION_SEED_START + 1000 * i + 100)
-    )
-    for i, difficulty in enumerate(DIFFICULTIES)
-}
+VALIDATION_SEEDS: dict[str, tuple[int, ...]] = validation_seed_blocks(DIFFICULTIES)
 """100 held-out seeds per difficulty: ``10_000_000..10_000_099`` for easy,
 ``10_001_000..`` for medium, ``10_002_000..`` for hard."""
