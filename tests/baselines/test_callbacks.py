@@ -71,6 +71,28 @@ def test_progress_reaches_subprocess_envs_and_feedback_tags_reach_tensorboard(tm
     assert switch == pytest.approx([0.4 * 4] * len(switch))  # switch_at x total rounds
 
 
+def test_the_training_success_rate_reaches_the_adaptive_schedule():
+    settings = ArmSettings(
+        total_rounds=8,
+        switch_at=0.25,
+        fade=1,
+        adaptive={"metric": "return", "min_success": 1.0, "max_switch": 0.75},
+        env_kwargs={"difficulty": "easy", "max_steps": 8},
+    )
+    venv = VecMonitor(
+        DummyVecEnv(
+            [lambda: make_arm_env("feedbackgym/OpsIncident-v0", "guide-then-review", settings)] * 2
+        )
+    )
+    model = PPO("MultiInputPolicy", venv, n_steps=32, batch_size=64, n_epochs=1, seed=0)
+    model.learn(8 * 64, callback=FeedbackCallback())
+    assert model.ep_success_buffer and np.mean(model.ep_success_buffer) < 1.0
+    state = venv.env_method("feedback_state")[0]
+    assert state["switch_at"] == pytest.approx(0.75)  # held at every round, up to max_switch
+    schedule = venv.envs[0].get_wrapper_attr("schedule")
+    assert "training success under the floor 100%" in schedule.history[-1]["reason"]
+
+
 def test_review_credit_reaches_the_ppo_rollout_buffer():
     venv = VecMonitor(DummyVecEnv([make_env("review")] * 2))
     model = PPO(
