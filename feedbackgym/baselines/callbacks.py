@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from feedbackgym.baselines.system import SystemMonitor
 from feedbackgym.errors import DependencyNotInstalled
 
 try:
@@ -87,7 +88,9 @@ class FeedbackCallback(BaseCallback):
     ``feedback/guide_weight``, ``feedback/review_weight``, ``feedback/switch_step``,
     ``feedback/hints_per_episode``, ``feedback/reviews_per_round``,
     ``feedback/hint_latency_p50_ms`` / ``_p99_ms``, ``feedback/review_latency_p99_ms``,
-    ``feedback/mean_return`` and ``feedback/alert``, and checks the reward-drop alert.
+    ``feedback/mean_return`` and ``feedback/alert``, and checks the reward-drop alert;
+    under ``system/`` it logs the round's CPU share, load, memory, sample rate and,
+    on a GPU, its memory and utilisation (see :class:`~.system.SystemMonitor`).
 
     With ``review_credit=True`` the per-step credit of each review is added to
     the rewards of that episode's steps still in the buffer: for PPO in the
@@ -127,8 +130,12 @@ class FeedbackCallback(BaseCallback):
         self._rollout = 0
         self._recording: bool | None = None
         self.credit_applied = 0
+        self._system = SystemMonitor()
 
     # --- hooks ----------------------------------------------------------------------------
+
+    def _on_training_start(self) -> None:
+        self._system = SystemMonitor()
 
     def _on_rollout_start(self) -> None:
         metrics: dict[str, Any] = {}
@@ -164,6 +171,8 @@ class FeedbackCallback(BaseCallback):
         metrics = self._round_metrics()
         for key, value in metrics.items():
             self.logger.record(f"feedback/{key}", value)
+        for key, value in self._system.sample(self.num_timesteps).items():
+            self.logger.record(f"system/{key}", value)
         if "mean_return" in metrics and self.alert.update(self.round, metrics["mean_return"]):
             self.logger.record("feedback/alert", 1.0)
         if self.on_round is not None:

@@ -24,6 +24,7 @@ import gymnasium as gym
 import numpy as np
 
 from feedbackgym.baselines.arms import ArmSettings, make_arm_env, rounds_for
+from feedbackgym.baselines.system import SystemMonitor
 from feedbackgym.errors import DependencyNotInstalled
 
 try:
@@ -207,7 +208,12 @@ def make_vector_env(config: PPOConfig) -> Any:
 def train(
     config: PPOConfig, *, on_round: Callable[[int, dict[str, float]], None] | None = None
 ) -> tuple[Agent, list[dict[str, float]]]:
-    """Trains PPO on the arm's stack; returns the agent and one metrics dict per round."""
+    """Trains PPO on the arm's stack; returns the agent and one metrics dict per round.
+
+    A round's metrics: the losses, mean return, episodes, guide and review
+    weights, and the system metrics of :class:`~.system.SystemMonitor` (CPU,
+    memory, ``steps_per_s``; GPU memory and utilisation on CUDA).
+    """
     torch.manual_seed(config.seed)
     np.random.seed(config.seed)
     device = _device(config.device)
@@ -218,6 +224,7 @@ def train(
     if config.bc_episodes:
         _clone_expert(agent, config, device)
     history: list[dict[str, float]] = []
+    system = SystemMonitor()
     try:
         obs, _ = envs.reset(seed=config.seed)
         returns = np.zeros(config.num_envs)
@@ -235,6 +242,7 @@ def train(
                 "episodes": float(len(finished)),
                 "guide_weight": state["guide_weight"],
                 "review_weight": state["review_weight"],
+                **system.sample(steps=(round_ + 1) * config.num_envs * config.num_steps),
             }
             history.append(metrics)
             if on_round is not None:
