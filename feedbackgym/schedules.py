@@ -15,7 +15,8 @@ over the last ``window`` (10) rounds, switch sooner; more than ``later_above``
 ``min_success`` set, the guide also stays on while the training success rate
 (reported as ``success``) is under that floor, and a flat trend does not bring
 the switch sooner: a policy that has not learned yet gains nothing from a
-switch (held up to ``max_switch``).
+switch (held up to ``max_switch``; the floor applies to guide-then-review, not
+to the reversed order).
 """
 
 from __future__ import annotations
@@ -83,9 +84,9 @@ class TrendRule:
         shift: How far one decision moves the switch, as a fraction of training.
         min_switch: Earliest switch, as a fraction of training.
         max_switch: Latest switch, as a fraction of training.
-        min_success: Training success rate under which the switch is held
-            back (0: no floor). The schedule holds it one round at a time, up
-            to ``max_switch``.
+        min_success: Training success rate under which the guide phase is
+            held (0: no floor). The schedule holds it one round at a time, up
+            to ``max_switch``; reversed schedules (review first) ignore it.
 
     Example:
         >>> rule = TrendRule(window=4)
@@ -312,7 +313,7 @@ class GuideReviewSchedule(Schedule):
             return
         key = "loss" if rule.metric == "loss" else "mean_return"
         success = metrics.get("success")
-        below_floor = success is not None and success < rule.min_success
+        below_floor = success is not None and success < rule.min_success and not self.reverse
         if key in metrics:
             decision = rule.observe(float(metrics[key]))
             if decision > 0 or (decision < 0 and not below_floor):
@@ -328,29 +329,28 @@ class GuideReviewSchedule(Schedule):
                 progress,
                 (progress + 2) / self.total,
                 f"training success under the floor {rule.min_success:.0%}: hold the guide",
-                merge=True,
+                hold=True,
             )
 
-    def _move(self, progress: float, switch_at: float, reason: str, *, merge: bool = False) -> None:
+    def _move(self, progress: float, switch_at: float, reason: str, *, hold: bool = False) -> None:
         """Moves the switch to ``switch_at``, kept in the rule's range and not in the past.
 
-        With ``merge``, a move for the same reason as the last one extends that
-        history entry (a hold lasting many rounds is one entry).
+        A ``hold`` only ever moves the switch later, and a hold lasting many
+        rounds is one history entry.
         """
         assert self.adaptive is not None
         rule = self.adaptive
         old = self.switch_at
         floor = max(rule.min_switch, progress / self.total)
-        self.switch_at = min(max(switch_at, floor), rule.max_switch)
-        if self.switch_at == old:
+        new = min(max(switch_at, floor), rule.max_switch)
+        if new == old or (hold and new < old):
             return
-        if merge and self.history and self.history[-1]["reason"] == reason:
-            self.history[-1]["to"] = self.switch_at
+        self.switch_at = new
+        if hold and self.history and self.history[-1]["reason"] == reason:
+            self.history[-1]["to"] = new
             return
-        self.history.append(
-            {"progress": progress, "from": old, "to": self.switch_at, "reason": reason}
-        )
-        logger.info("schedule switch moved from %.2f to %.2f (%s)", old, self.switch_at, reason)
+        self.history.append({"progress": progress, "from": old, "to": new, "reason": reason})
+        logger.info("schedule switch moved from %.2f to %.2f (%s)", old, new, reason)
 
     def __repr__(self) -> str:
         return (

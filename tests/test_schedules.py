@@ -112,6 +112,18 @@ def test_success_floor_holds_the_guide_until_reached_or_max_switch():
     for round_ in range(10):
         capped.report(round_, success=0.0)
     assert capped.switch_at == pytest.approx(0.5) and capped.state(6).phase != "guide"
+    late = GuideReviewSchedule(  # a switch set past max_switch is never pulled earlier
+        switch_at=0.9, total=10, adaptive=TrendRule("return", max_switch=0.8, min_success=0.9)
+    )
+    for round_ in range(9):
+        late.report(round_, success=0.0)
+    assert late.switch_at == pytest.approx(0.9)
+    reverse = GuideReviewSchedule(  # the floor holds the guide, never the first reviews
+        switch_at=0.2, total=10, reverse=True, adaptive=TrendRule("return", min_success=0.9)
+    )
+    for round_ in range(5):
+        reverse.report(round_, success=0.0)
+    assert reverse.switch_at == pytest.approx(0.2) and not reverse.history
     with pytest.raises(ValueError, match="min_success"):
         TrendRule(min_success=1.5)
 

@@ -135,7 +135,7 @@ class FeedbackCallback(BaseCallback):
     # --- hooks ----------------------------------------------------------------------------
 
     def _on_training_start(self) -> None:
-        self._system = SystemMonitor()
+        self._system = SystemMonitor(steps=self.num_timesteps)  # a resumed run starts past 0
 
     def _on_rollout_start(self) -> None:
         metrics: dict[str, Any] = {}
@@ -148,6 +148,8 @@ class FeedbackCallback(BaseCallback):
         if self.model.ep_success_buffer:  # SB3 keeps info["is_success"] of ended episodes
             metrics["success"] = float(np.mean(self.model.ep_success_buffer))
         if metrics and self.round > 0:
+            if self._rollout == 0:  # a resumed run: the envs are new, at progress 0
+                self.training_env.env_method("set_progress", self.round - 1)
             self.training_env.env_method("report", **metrics)
             for env in self.mirrors:
                 env.get_wrapper_attr("report")(**metrics)

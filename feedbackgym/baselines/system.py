@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import resource
 import sys
 import time
 
@@ -29,10 +28,11 @@ class SystemMonitor:
         ['cpu_percent', 'load_average', 'rss_mb', 'steps_per_s']
     """
 
-    def __init__(self) -> None:
+    def __init__(self, steps: int = 0) -> None:
+        """Starts measuring now, from ``steps`` env steps done (a resumed run's count)."""
         self._wall = time.perf_counter()
         self._cpu = time.process_time()
-        self._steps = 0
+        self._steps = steps
 
     def sample(self, steps: int | None = None) -> dict[str, float]:
         """Metrics since the last call; ``steps`` is the total env steps so far."""
@@ -40,7 +40,7 @@ class SystemMonitor:
         elapsed = max(wall - self._wall, 1e-9)
         metrics = {
             "cpu_percent": 100.0 * (cpu - self._cpu) / elapsed,
-            "load_average": os.getloadavg()[0],
+            "load_average": os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0,
             "rss_mb": _rss_mb(),
         }
         if steps is not None:
@@ -57,6 +57,8 @@ def _rss_mb() -> float:
         with open("/proc/self/statm", encoding="ascii") as statm:
             return int(statm.read().split()[1]) * _PAGE_MB
     except (OSError, ValueError, IndexError):
+        import resource  # POSIX only; reached where /proc is missing
+
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
@@ -68,6 +70,6 @@ def _gpu_metrics() -> dict[str, float]:
     metrics = {"gpu_memory_mb": torch.cuda.memory_allocated() / 2**20}
     try:
         metrics["gpu_util_percent"] = float(torch.cuda.utilization())
-    except (ImportError, RuntimeError):  # NVML (pynvml) missing or not usable
+    except Exception:  # NVML missing or not usable (e.g. on MIG): a metric never stops training
         pass
     return metrics

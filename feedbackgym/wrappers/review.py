@@ -215,8 +215,7 @@ class AddReview(FeedbackWrapper):
         return self._done
 
     def _review(self, *, success: bool) -> Review | None:
-        library = subgoal_library(self.env)
-        review = self._timed(lambda: self._critique(library, success))
+        review, library = self._timed(lambda: self._critique(success))
         if review is not None:
             self.reviews_given += 1
             self.last_review = review
@@ -224,24 +223,30 @@ class AddReview(FeedbackWrapper):
             self._vector_summary = self._summarise(review, len(self._steps), positions)
         return review
 
-    def _critique(self, library: list[Subgoal], success: bool) -> Review | None:
+    def _critique(self, success: bool) -> tuple[Review | None, list[Subgoal]]:
         first = max(0, len(self._steps) - self.window)
         window = [
             StepRecord(step, *row) for step, row in enumerate(self._steps[first:], start=first)
         ]
         initial_done = self._steps[first - 1].done_ids if first > 0 else self._initial_done
+        library = subgoal_library(self.env)
+        review: Review | None
         if self._source is None:
-            return self.reviewer.review(window, library, success=success, initial_done=initial_done)
-        return self._source.review(
-            window,
-            library,
-            success=success,
-            initial_done=initial_done,
-            options={
-                "stall_steps": self.reviewer.stall_steps,
-                "action_level": self.reviewer.action_level,
-            },
-        )
+            review = self.reviewer.review(
+                window, library, success=success, initial_done=initial_done
+            )
+        else:
+            review = self._source.review(
+                window,
+                library,
+                success=success,
+                initial_done=initial_done,
+                options={
+                    "stall_steps": self.reviewer.stall_steps,
+                    "action_level": self.reviewer.action_level,
+                },
+            )
+        return review, library
 
     def _summarise(
         self, review: Review | None, length: int, positions: dict[str, int] | None = None

@@ -158,7 +158,10 @@ class EpisodePages:
             # the browser free for it: a close running beside the start doubled
             # the reset time.
             if old is not None:
-                host.submit(_close_context(old))
+                try:
+                    host.submit(_close_context(old))
+                except BrowserError:  # the host is shutting down: its browser goes with it
+                    pass
         self._page = page
         if self.prefetch:
             host.top_up_spares(
