@@ -115,7 +115,7 @@ class FadeGuideToReview(
         self._push(self._state)
 
     def report(self, **metrics: float) -> None:
-        """Reports the training trend (``loss=``, ``mean_return=``, ``success=``) to the schedule."""
+        """Reports the training trend (``loss``, ``mean_return``, ``success``) to the schedule."""
         self.schedule.report(self.progress, **metrics)
 
     def feedback_state(self) -> dict[str, Any]:
