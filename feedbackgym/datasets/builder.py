@@ -195,16 +195,43 @@ def _feedback_columns(infos: tuple[dict[str, Any], ...]) -> dict[str, np.ndarray
 def _subgoal_masks(infos: tuple[dict[str, Any], ...]) -> tuple[tuple[str, ...], np.ndarray]:
     progress = [info.get("subgoals", _NONE) for info in infos]
     ids = tuple(progress[-1])
-    if any(tuple(p) != ids for p in progress):
-        ids = tuple(dict.fromkeys(sid for p in progress for sid in p))
-        progress = [{sid: p.get(sid, False) for sid in ids} for p in progress]
-    if len(ids) > MAX_SUBGOALS:
-        raise ValueError(
-            f"subgoal progress is stored as a {MAX_SUBGOALS}-bit mask; this episode has "
-            f"{len(ids)} subgoals"
-        )
+    masks = _masks_of_same_ids(progress, ids)
+    if masks is not None:
+        return ids, masks
+    ids = tuple(dict.fromkeys(sid for p in progress for sid in p))
+    progress = [{sid: p.get(sid, False) for sid in ids} for p in progress]
+    _check_mask_room(ids)
     done = np.fromiter(
         itertools.chain.from_iterable(p.values() for p in progress), bool, len(progress) * len(ids)
     ).reshape(len(progress), len(ids))
     bits = np.arange(len(ids), dtype=np.uint64)
     return ids, (done.astype(np.uint64) << bits).sum(axis=1, dtype=np.uint64)
+
+
+def _masks_of_same_ids(progress: list[dict[str, bool]], ids: tuple[str, ...]) -> np.ndarray | None:
+    """The masks when every step lists ``ids`` in that order (the usual case), else ``None``.
+
+    Progress changes a few times an episode, so a row equal to the one before
+    reuses its mask.
+    """
+    _check_mask_room(ids)
+    bit = {sid: 1 << i for i, sid in enumerate(ids)}
+    masks: list[int] = []
+    previous: dict[str, bool] | None = None
+    mask = 0
+    for row in progress:
+        if row != previous:
+            if tuple(row) != ids:
+                return None
+            mask = sum(bit[sid] for sid, done in row.items() if done)
+            previous = row
+        masks.append(mask)
+    return np.array(masks, np.uint64)
+
+
+def _check_mask_room(ids: tuple[str, ...]) -> None:
+    if len(ids) > MAX_SUBGOALS:
+        raise ValueError(
+            f"subgoal progress is stored as a {MAX_SUBGOALS}-bit mask; this episode has "
+            f"{len(ids)} subgoals"
+        )
