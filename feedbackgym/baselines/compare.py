@@ -143,7 +143,7 @@ QUICK = {
     "steps": 153_600,
     "eval_episodes": 20,
 }
-"""The ``--quick`` comparison (the README's main job): about 6 minutes on 2 idle cores.
+"""The ``--quick`` comparison (the README's main job): about 4.5 minutes on 2 idle cores.
 
 At 61,440 steps no arm had learned anything yet (all 0%); at 150k steps sparse is still
 at 0% while guide-then-review is at about 40% (see the README's Results)."""
