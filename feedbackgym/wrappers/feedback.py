@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import gymnasium as gym
+import numpy as np
 
 from feedbackgym.feedback.sources import make_source
 from feedbackgym.wrappers.common import checked_channels, checked_probability, text_channel_space
@@ -59,7 +60,7 @@ class FeedbackWrapper(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruct
         self._source = make_source(source, deadline_ms=deadline_ms)
         if "text" in self.channels:
             self.observation_space = text_channel_space(env.observation_space, text_limit)
-        self._rng: Any = None
+        self._rng: np.random.Generator | None = None
         self.latencies_ms: deque[float] = deque(maxlen=LATENCY_SAMPLES)
         for name in self.counters:
             setattr(self, name, 0)
