@@ -119,6 +119,12 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument(
         "--dropout-scope", choices=("step", "episode"), help="what dropout withholds"
     )
+    compare.add_argument(
+        "--keep-checkpoints",
+        type=int,
+        default=5,
+        help="newest round checkpoints kept per run (default %(default)s; 0: every one)",
+    )
     compare.add_argument("--quick", action="store_true", help="the short comparison (main job)")
     compare.add_argument("--resume", action="store_true", help="continue interrupted runs")
     compare.set_defaults(run=_cmd_compare)
@@ -294,6 +300,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         if args.fixed_switch
         else {"metric": "return", "min_success": args.min_success},
         record=args.record,
+        keep_checkpoints=args.keep_checkpoints,
         **settings,
         **{
             name: value

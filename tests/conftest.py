@@ -22,3 +22,15 @@ def require(available: bool, what: str) -> None:
     if IN_CI:
         pytest.fail(f"CI: {message}")
     pytest.skip(message)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _sb3_logs_in_a_test_dir(tmp_path_factory):
+    """SB3 makes a log folder per ``learn()`` without TensorBoard: keep them out of /tmp."""
+    previous = os.environ.get("SB3_LOGDIR")
+    os.environ["SB3_LOGDIR"] = str(tmp_path_factory.mktemp("sb3_logs"))
+    yield
+    if previous is None:
+        del os.environ["SB3_LOGDIR"]
+    else:
+        os.environ["SB3_LOGDIR"] = previous

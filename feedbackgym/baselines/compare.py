@@ -59,6 +59,8 @@ class ComparisonConfig:
         record: Record every training episode in each run's ``trajectories/``.
         dropout: Hint dropout of the guide arms (see :class:`ArmSettings`).
         dropout_scope: ``"step"`` or ``"episode"`` (see :class:`ArmSettings`).
+        keep_checkpoints: Round checkpoints kept per run, the newest (0: every one;
+            each run's ``best.zip`` is always kept).
     """
 
     env_id: str
@@ -81,6 +83,7 @@ class ComparisonConfig:
     record: bool = False
     dropout: float = ArmSettings.dropout
     dropout_scope: str = ArmSettings.dropout_scope
+    keep_checkpoints: int = 5
 
     def __post_init__(self) -> None:
         unknown = [a for a in self.arms if a not in ARMS]
@@ -90,6 +93,10 @@ class ComparisonConfig:
             raise ValueError(
                 "need seeds >= 1, jobs >= 1 and steps >= n_envs * n_steps "
                 f"({self.n_envs * self.n_steps})"
+            )
+        if self.keep_checkpoints < 0:
+            raise ValueError(
+                f"keep_checkpoints must be >= 0 (0: every one), got {self.keep_checkpoints}"
             )
 
     @property
@@ -130,6 +137,7 @@ class ComparisonConfig:
                 bc_episodes=self.bc_episodes,
                 settings=settings,
                 record=self.record,
+                keep_checkpoints=self.keep_checkpoints,
             )
             for arm in self.arms
             for seed in range(self.seeds)

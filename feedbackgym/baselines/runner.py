@@ -5,7 +5,8 @@ A run directory holds::
     config.json          the RunConfig
     tb/                  TensorBoard logs (SB3's rollout/ and train/, our feedback/)
     curve.csv            step, round, phase, validation success (scheduled and unguided), return
-    checkpoints/round_NNNN.zip   a versioned checkpoint every round
+    checkpoints/round_NNNN.zip   a versioned checkpoint every round (the newest
+                                 ``keep_checkpoints`` are kept)
     checkpoints/best.zip         the checkpoint with the best validation success (rollback target)
     state.json           the last completed round, its timestep count and the best round
     trajectories/        with ``record=True``: every training episode, with its hints,
@@ -75,6 +76,9 @@ class RunConfig:
         record: Record every training episode in ``out_dir/trajectories`` (a
             :class:`~feedbackgym.datasets.TrajectoryStore`; the episodes of round
             ``r`` are under ``/{env_id}/{r}``). Needs the ``hdf5`` extra.
+        keep_checkpoints: How many of the newest round checkpoints to keep (0: every
+            one). ``best.zip`` is always kept. A checkpoint is about 2 MB with the
+            default network, so a 2M-step run that kept every round would hold ~4 GB.
     """
 
     env_id: str
@@ -94,6 +98,13 @@ class RunConfig:
     net_arch: list[int] = field(default_factory=lambda: [128, 128])
     settings: ArmSettings = field(default_factory=ArmSettings)
     record: bool = False
+    keep_checkpoints: int = 5
+
+    def __post_init__(self) -> None:
+        if self.keep_checkpoints < 0:
+            raise ValueError(
+                f"keep_checkpoints must be >= 0 (0 keeps every one), got {self.keep_checkpoints}"
+            )
 
     @property
     def rounds(self) -> int:
@@ -140,6 +151,7 @@ class _RoundCallback(BaseCallback):
         checkpoints = self.run_dir / "checkpoints"
         checkpoints.mkdir(parents=True, exist_ok=True)
         self.model.save(checkpoints / f"round_{finished:04d}.zip")
+        _drop_old_checkpoints(checkpoints, self.config.keep_checkpoints)
         last = finished + 1 >= self.config.rounds
         state = _read_state(self.run_dir)
         if finished % self.config.eval_every == 0 or last:
@@ -314,6 +326,13 @@ def train_run(
     final["alerts"] = list(feedback.alert.fired)
     _write_state(run_dir, final)
     return final
+
+
+def _drop_old_checkpoints(checkpoints: Path, keep: int) -> None:
+    """Deletes all but the ``keep`` newest round checkpoints (0 keeps every one)."""
+    if keep:
+        for old in sorted(checkpoints.glob("round_*.zip"))[:-keep]:
+            old.unlink()
 
 
 def rollback(run_dir: str | Path) -> PPO:

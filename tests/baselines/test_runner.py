@@ -45,6 +45,22 @@ def test_each_arm_trains_validates_and_checkpoints(tmp_path, arm):
     assert any((run / "tb").rglob("events.out.tfevents.*"))
 
 
+def test_only_the_newest_checkpoints_are_kept_and_resume_still_works(tmp_path):
+    run = tmp_path / "guide-then-review"
+    train_run(_config(tmp_path, steps=320, keep_checkpoints=2))
+    names = sorted(p.name for p in (run / "checkpoints").glob("*.zip"))
+    assert names == ["best.zip", "round_0003.zip", "round_0004.zip"]
+    state = train_run(_config(tmp_path, steps=448, keep_checkpoints=2), resume=True)
+    assert state["round"] == 6
+    names = sorted(p.name for p in (run / "checkpoints").glob("*.zip"))
+    assert names == ["best.zip", "round_0005.zip", "round_0006.zip"]
+
+
+def test_a_negative_checkpoint_count_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="keep_checkpoints"):
+        _config(tmp_path, keep_checkpoints=-1)
+
+
 def test_resume_continues_from_the_last_checkpoint_and_rollback_loads_the_best(tmp_path):
     first = _config(tmp_path, steps=128)
     train_run(first)
