@@ -85,7 +85,8 @@ class ShardWriter:
         self.shard = f"{host}-{os.getpid()}-{secrets.token_hex(3)}"
         self._queue: queue.Queue[_Item] = queue.Queue(options.queue_size)
         self._lock = threading.Lock()
-        self._schemas: dict[tuple[str, str], Schema] = {}
+        self._schemas: dict[tuple[str, str], list[Schema]] = {}
+        """Per task and round: the first episode's schema, then others found compatible."""
         self._error: StoreError | None = None
         self._next_episode = 0
         self._sequence = 0
@@ -120,13 +121,15 @@ class ShardWriter:
         with self._lock:
             if self._error is not None:
                 raise StoreError(f"{self._error} (this episode was not stored)") from self._error
-            known = self._schemas.setdefault(group, schema)
-            if not compatible(known, schema):
-                raise ValueError(
-                    f"this episode of task {group[0]!r} round {group[1]!r} has other columns "
-                    f"than earlier ones ({sorted(set(known) ^ set(schema))}): record envs with "
-                    "different spaces under different task ids"
-                )
+            accepted = self._schemas.setdefault(group, [schema])
+            if schema not in accepted:
+                if not compatible(accepted[0], schema):
+                    raise ValueError(
+                        f"this episode of task {group[0]!r} round {group[1]!r} has other "
+                        f"columns than earlier ones ({sorted(set(accepted[0]) ^ set(schema))}): "
+                        "record envs with different spaces under different task ids"
+                    )
+                accepted.append(schema)
             episode.meta.shard = self.shard
             episode.meta.episode = self._next_episode
             try:

@@ -32,7 +32,10 @@ MAX_SUBGOALS = 64
 """Most subgoals ``subgoals/done`` (a 64-bit mask per observation) can hold."""
 
 _NONE: dict[str, Any] = {}
-_EVENT_KEYS = ((FeedbackType.GUIDE, "guide"), (FeedbackType.REVIEW, "review"))
+_EVENT_KEYS = ((int(FeedbackType.GUIDE), "guide"), (int(FeedbackType.REVIEW), "review"))
+"""Plain ints: numpy looks attributes up on an enum member at every use."""
+_to_json = json.JSONEncoder(separators=(",", ":")).encode
+"""One encoder for every payload (``json.dumps`` with options builds one per call)."""
 
 
 class EpisodeBuilder:
@@ -157,10 +160,10 @@ class EpisodeBuilder:
 
 def _feedback_columns(infos: tuple[dict[str, Any], ...]) -> dict[str, np.ndarray]:
     rows = len(infos)
-    kinds = np.zeros(rows, np.uint8)
-    phases = np.zeros(rows, PHASE_DTYPE)
-    guide_weights = np.full(rows, np.nan, np.float32)
-    review_weights = np.full(rows, np.nan, np.float32)
+    kinds = [0] * rows
+    phases = [b""] * rows
+    guide_weights = [np.nan] * rows
+    review_weights = [np.nan] * rows
     event_rows: list[int] = []
     event_types: list[int] = []
     payloads: list[str] = []
@@ -174,15 +177,15 @@ def _feedback_columns(infos: tuple[dict[str, Any], ...]) -> dict[str, np.ndarray
                 kinds[row] |= kind
                 event_rows.append(row)
                 event_types.append(kind)
-                payloads.append(json.dumps(value, separators=(",", ":")))
+                payloads.append(_to_json(value))
         phases[row] = feedback.get("phase", "").encode()
         guide_weights[row] = feedback.get("guide_weight", np.nan)
         review_weights[row] = feedback.get("review_weight", np.nan)
     columns = {
-        "feedback/type": kinds,
-        "schedule/phase": phases,
-        "schedule/guide_weight": guide_weights,
-        "schedule/review_weight": review_weights,
+        "feedback/type": np.array(kinds, np.uint8),
+        "schedule/phase": np.array(phases, PHASE_DTYPE),
+        "schedule/guide_weight": np.array(guide_weights, np.float32),
+        "schedule/review_weight": np.array(review_weights, np.float32),
     }
     if payloads:
         columns["events/row"] = np.array(event_rows, np.int32)

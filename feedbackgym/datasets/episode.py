@@ -402,11 +402,15 @@ def _kind(dtype: np.dtype[Any]) -> str:
 
 
 def concat_columns(episodes: Sequence[Episode]) -> dict[str, np.ndarray]:
-    """Concatenates the columns of compatible episodes, neutral ones filled in."""
-    names = dict.fromkeys(n for e in episodes for n in e.columns) | dict.fromkeys(NEUTRAL)
+    """Concatenates the columns of compatible episodes (at least one), neutral ones filled in."""
+    layouts = {tuple(e.columns) for e in episodes}  # usually one or two distinct layouts
+    everywhere = set.intersection(*(set(layout) for layout in layouts))
+    names = dict.fromkeys(n for layout in layouts for n in layout) | dict.fromkeys(NEUTRAL)
     columns = {}
     for name in names:
-        if name != "env_rewards" and all(name not in e.columns for e in episodes):
+        if name in everywhere:
+            column = np.concatenate([e.columns[name] for e in episodes])
+        elif name != "env_rewards" and all(name not in layout for layout in layouts):
             dtype, fill = NEUTRAL[name]
             column = np.empty(sum(e.rows(name) for e in episodes), dtype)
             column[:] = fill
