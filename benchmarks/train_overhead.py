@@ -1,6 +1,8 @@
 """Prints SB3 PPO's wall time with the full feedback stack and the recorder beside plain PPO.
 
-Both run on OpsIncident in the same process, interleaved, best of ``--repeats``.
+Both run on OpsIncident in the same process, interleaved, best of ``--repeats``,
+with two policy networks: SB3's default (64, 64) and the (128, 128) that
+``feedbackgym compare`` trains (``runner.DEFAULT_NET_ARCH``).
 
 The full stack is the guide-then-review arm (shaping, hints, reviews, the schedule
 driven by :class:`~feedbackgym.baselines.callbacks.FeedbackCallback`) with every
@@ -25,15 +27,17 @@ from stable_baselines3.common.vec_env import DummyVecEnv, VecMonitor
 import feedbackgym
 from feedbackgym.baselines.arms import ArmSettings, make_arm_env
 from feedbackgym.baselines.callbacks import FeedbackCallback
+from feedbackgym.baselines.runner import DEFAULT_NET_ARCH
 from feedbackgym.datasets import TrajectoryStore
 from feedbackgym.wrappers import RecordTrajectories
 
 gym.register_envs(feedbackgym)
 ENV_ID = "feedbackgym/OpsIncidentMedium-v0"
 N_ENVS, N_STEPS = 8, 128
+NETWORKS = {"SB3 default (64, 64)": (64, 64), f"compare's {DEFAULT_NET_ARCH}": DEFAULT_NET_ARCH}
 
 
-def wall_time(full: bool, steps: int, store_dir: str) -> float:
+def wall_time(full: bool, steps: int, store_dir: str, net_arch: list[int]) -> float:
     """Seconds PPO takes for ``steps`` env steps, raw or with the full stack."""
     rounds = steps // (N_ENVS * N_STEPS)
     store = TrajectoryStore(store_dir) if full else None
@@ -45,7 +49,15 @@ def wall_time(full: bool, steps: int, store_dir: str) -> float:
         return RecordTrajectories(env, store, round=0)
 
     venv = VecMonitor(DummyVecEnv([make] * N_ENVS))
-    model = PPO("MultiInputPolicy", venv, n_steps=N_STEPS, batch_size=256, seed=0, device="cpu")
+    model = PPO(
+        "MultiInputPolicy",
+        venv,
+        n_steps=N_STEPS,
+        batch_size=256,
+        policy_kwargs={"net_arch": net_arch},
+        seed=0,
+        device="cpu",
+    )
     callback = FeedbackCallback() if full else None
     start = time.perf_counter()
     model.learn(steps, callback=callback)
@@ -62,17 +74,20 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    best = {"raw": float("inf"), "full": float("inf")}
+    best = {(net, full): float("inf") for net in NETWORKS for full in (False, True)}
     with tempfile.TemporaryDirectory() as tmp:
         for repeat in range(args.repeats):
-            for name in best:
-                store_dir = f"{tmp}/store{repeat}"
-                best[name] = min(best[name], wall_time(name == "full", args.steps, store_dir))
+            for run, (net, full) in enumerate(best):
+                store_dir = f"{tmp}/store{repeat}-{run}"
+                seconds = wall_time(full, args.steps, store_dir, list(NETWORKS[net]))
+                best[net, full] = min(best[net, full], seconds)
     print(f"SB3 PPO, {ENV_ID}, {args.steps} steps, {N_ENVS} envs, 1 torch thread")
-    print(f"{'setup':<44} {'wall s':>8} {'vs raw':>8}")
-    print(f"{'plain PPO, raw env':<44} {best['raw']:>8.2f} {1.0:>7.2f}x")
-    name = "PPO + feedback stack + callback + recorder"
-    print(f"{name:<44} {best['full']:>8.2f} {best['full'] / best['raw']:>7.2f}x")
+    print(f"{'policy network':<22} {'setup':<44} {'wall s':>8} {'vs raw':>8}")
+    for net in NETWORKS:
+        raw, full = best[net, False], best[net, True]
+        print(f"{net:<22} {'plain PPO, raw env':<44} {raw:>8.2f} {1.0:>7.2f}x")
+        name = "PPO + feedback stack + callback + recorder"
+        print(f"{net:<22} {name:<44} {full:>8.2f} {full / raw:>7.2f}x")
 
 
 if __name__ == "__main__":

@@ -39,7 +39,10 @@ except ImportError as error:
 
 from feedbackgym.baselines.callbacks import FeedbackCallback
 
-__all__ = ["CURVE_FIELDS", "RunConfig", "rollback", "train_run"]
+__all__ = ["CURVE_FIELDS", "DEFAULT_NET_ARCH", "RunConfig", "rollback", "train_run"]
+
+DEFAULT_NET_ARCH = (128, 128)
+"""Hidden layers of the policy and value networks that runs train by default."""
 
 CURVE_FIELDS = (
     "step",
@@ -95,7 +98,7 @@ class RunConfig:
     bc_episodes: int = 0
     learning_rate: float = 3e-4
     ent_coef: float = 0.01
-    net_arch: list[int] = field(default_factory=lambda: [128, 128])
+    net_arch: list[int] = field(default_factory=lambda: list(DEFAULT_NET_ARCH))
     settings: ArmSettings = field(default_factory=ArmSettings)
     record: bool = False
     keep_checkpoints: int = 5
