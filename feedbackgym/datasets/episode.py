@@ -405,6 +405,8 @@ def concat_columns(episodes: Sequence[Episode]) -> dict[str, np.ndarray]:
     """Concatenates the columns of compatible episodes (at least one), neutral ones filled in."""
     layouts = {tuple(e.columns) for e in episodes}  # usually one or two distinct layouts
     everywhere = set.intersection(*(set(layout) for layout in layouts))
+    steps = sum(e.meta.length for e in episodes)
+    absent_rows = {"step": steps, "observation": steps + len(episodes), "event": 0}
     names = dict.fromkeys(n for layout in layouts for n in layout) | dict.fromkeys(NEUTRAL)
     columns = {}
     for name in names:
@@ -412,7 +414,7 @@ def concat_columns(episodes: Sequence[Episode]) -> dict[str, np.ndarray]:
             column = np.concatenate([e.columns[name] for e in episodes])
         elif name != "env_rewards" and all(name not in layout for layout in layouts):
             dtype, fill = NEUTRAL[name]
-            column = np.empty(sum(e.rows(name) for e in episodes), dtype)
+            column = np.empty(absent_rows[column_rows(name)], dtype)  # no event column: no events
             column[:] = fill
         else:
             column = np.concatenate([e.column(name) for e in episodes])
