@@ -22,6 +22,7 @@ from typing import Any
 import gymnasium as gym
 import torch
 from stable_baselines3 import PPO
+from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.vec_env import DummyVecEnv, VecMonitor
 
 import feedbackgym
@@ -58,6 +59,7 @@ def wall_time(full: bool, steps: int, store_dir: str, net_arch: list[int]) -> fl
         seed=0,
         device="cpu",
     )
+    model.set_logger(Logger(None, []))  # SB3's default logger makes a folder per run in /tmp
     callback = FeedbackCallback() if full else None
     start = time.perf_counter()
     model.learn(steps, callback=callback)
