@@ -198,6 +198,16 @@ def as_clause(description: str) -> str:
     return description[:1].lower() + description[1:].rstrip(".")
 
 
+@lru_cache(maxsize=1024)
+def _hint_sentence(texts: tuple[str, ...]) -> str:
+    """The words of a hint (one per set of subgoals: a guide repeats the same hint often)."""
+    if not texts:
+        return "Hint: all subgoals are done"
+    clauses = [as_clause(t) for t in texts]
+    parts = [f"first {clauses[0]}"] + [f"then {c}" for c in clauses[1:]]
+    return "Hint: " + ", ".join(parts)
+
+
 def next_subgoal_ids(library: Sequence[Subgoal], progress: dict[str, bool]) -> list[str]:
     """Ids of the subgoals not done yet, in the order to pursue them.
 
@@ -238,14 +248,10 @@ class Hint:
     targets: tuple[str, ...] = ()
     kind: str = ""
 
-    @cached_property
+    @property
     def text(self) -> str:
         """The hint in words, for text observations."""
-        if not self.texts:
-            return "Hint: all subgoals are done"
-        clauses = [as_clause(t) for t in self.texts]
-        parts = [f"first {clauses[0]}"] + [f"then {c}" for c in clauses[1:]]
-        return "Hint: " + ", ".join(parts)
+        return _hint_sentence(self.texts)
 
     def to_dict(self) -> dict[str, Any]:
         """Returns the hint as JSON-safe data."""

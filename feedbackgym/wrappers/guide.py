@@ -8,7 +8,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from feedbackgym.core import Hint
+from feedbackgym.core import Hint, Subgoal
 from feedbackgym.feedback.guide import SubgoalGuide
 from feedbackgym.wrappers.common import (
     add_vector_fields,
@@ -139,6 +139,8 @@ class AddGuide(FeedbackWrapper):
         self._held: Hint | None = None
         self._held_vector: dict[str, np.ndarray] | None = None
         self._vector_cache: dict[Any, dict[str, np.ndarray]] = {}
+        self._library: list[Subgoal] | None = None
+        """The episode's subgoal library, read at its first hint."""
 
     # --- runtime setters (reach subprocess workers through env_method / call) -------------
 
@@ -161,6 +163,7 @@ class AddGuide(FeedbackWrapper):
         obs, info = self.env.reset(seed=seed, options=options)
         self._rng = seeded_rng(seed, 0x6775, self._rng)
         self._t = 0
+        self._library = None
         self._unguided_episode = (
             self.dropout_scope == "episode" and self._rng.random() < self.dropout
         )
@@ -219,12 +222,14 @@ class AddGuide(FeedbackWrapper):
         return hint
 
     def _choose_hint(self, info: dict[str, Any]) -> Hint | None:
-        library = subgoal_library(self.env)
-        if len(library) > self.max_subgoals:
-            raise ValueError(
-                f"the subgoal library has {len(library)} subgoals, "
-                f"more than max_subgoals={self.max_subgoals}"
-            )
+        library = self._library
+        if library is None:  # the library is the episode's: read it once an episode
+            library = self._library = subgoal_library(self.env)
+            if len(library) > self.max_subgoals:
+                raise ValueError(
+                    f"the subgoal library has {len(library)} subgoals, "
+                    f"more than max_subgoals={self.max_subgoals}"
+                )
         progress = info.get("subgoals", {})
         if self._source is None:
             return self._guide.hint(library, progress, self._t)
