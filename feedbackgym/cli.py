@@ -31,6 +31,7 @@ from feedbackgym.registration import ENV_DESCRIPTIONS
 from feedbackgym.rollout import POLICIES, EpisodeResult, run_episodes, summarize
 from feedbackgym.schedules import ARMS as _ARMS
 from feedbackgym.schedules import DEFAULT_MIN_SUCCESS
+from feedbackgym.wrappers.shaping import TERMINAL_MODES
 
 __all__ = ["main"]
 
@@ -118,6 +119,11 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("--dropout", type=_fraction, help="hint dropout (default 0.5)")
     compare.add_argument(
         "--dropout-scope", choices=("step", "episode"), help="what dropout withholds"
+    )
+    compare.add_argument(
+        "--shaping-terminal",
+        choices=TERMINAL_MODES,
+        help="potential of a terminal state (default keep; see ShapeWithSubgoals)",
     )
     compare.add_argument(
         "--keep-checkpoints",
@@ -309,6 +315,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                 ("fade", args.fade),
                 ("dropout", args.dropout),
                 ("dropout_scope", args.dropout_scope),
+                ("shaping_terminal", args.shaping_terminal),
             )
             if value is not None
         },

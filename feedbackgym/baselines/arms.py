@@ -51,8 +51,9 @@ class ArmSettings:
         window: Review window length.
         gamma: Discount of the shaping term (match the learner's).
         shaping_terminal: ``"keep"`` (progress reward survives a failed episode,
-            a bias towards ending with more subgoals done) or ``"zero"`` (the
-            policy-invariant form, which left too little signal to learn from);
+            a bias towards ending with more subgoals done), ``"zero"`` (the
+            policy-invariant form, which left too little signal to learn from) or
+            ``"zero_on_harm"`` (kept, unless the episode ends on a harmful step);
             see :class:`ShapeWithSubgoals`.
         adaptive: :class:`~feedbackgym.schedules.TrendRule` arguments, or ``None``.
         env_kwargs: Keyword arguments for ``gym.make``.

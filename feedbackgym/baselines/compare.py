@@ -26,6 +26,7 @@ import numpy as np
 
 from feedbackgym.baselines.arms import ArmSettings, rounds_for
 from feedbackgym.schedules import ARMS, DEFAULT_MIN_SUCCESS
+from feedbackgym.wrappers.shaping import TERMINAL_MODES
 
 __all__ = ["ComparisonConfig", "QUICK", "run_comparison", "summarize_runs"]
 
@@ -61,6 +62,8 @@ class ComparisonConfig:
         dropout_scope: ``"step"`` or ``"episode"`` (see :class:`ArmSettings`).
         keep_checkpoints: Round checkpoints kept per run, the newest (0: every one;
             each run's ``best.zip`` is always kept).
+        shaping_terminal: The potential of a terminal state (see
+            :class:`~feedbackgym.wrappers.ShapeWithSubgoals` and :class:`ArmSettings`).
     """
 
     env_id: str
@@ -84,6 +87,7 @@ class ComparisonConfig:
     dropout: float = ArmSettings.dropout
     dropout_scope: str = ArmSettings.dropout_scope
     keep_checkpoints: int = 5
+    shaping_terminal: str = ArmSettings.shaping_terminal
 
     def __post_init__(self) -> None:
         unknown = [a for a in self.arms if a not in ARMS]
@@ -93,6 +97,11 @@ class ComparisonConfig:
             raise ValueError(
                 "need seeds >= 1, jobs >= 1 and steps >= n_envs * n_steps "
                 f"({self.n_envs * self.n_steps})"
+            )
+        if self.shaping_terminal not in TERMINAL_MODES:
+            raise ValueError(
+                f"shaping_terminal must be one of {', '.join(TERMINAL_MODES)}, "
+                f"got {self.shaping_terminal!r}"
             )
         if self.keep_checkpoints < 0:
             raise ValueError(
@@ -121,6 +130,7 @@ class ComparisonConfig:
             adaptive=self.adaptive,
             dropout=self.dropout,
             dropout_scope=self.dropout_scope,
+            shaping_terminal=self.shaping_terminal,
             env_kwargs=dict(self.env_kwargs or {}),
         )
         return [

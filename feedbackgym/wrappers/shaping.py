@@ -6,7 +6,10 @@ from typing import Any, SupportsFloat
 
 import gymnasium as gym
 
-__all__ = ["ShapeWithSubgoals"]
+__all__ = ["TERMINAL_MODES", "ShapeWithSubgoals"]
+
+TERMINAL_MODES = ("zero", "keep", "zero_on_harm")
+"""What a terminal state's potential is: always 0, never 0, or 0 after a harmful step."""
 
 
 class ShapeWithSubgoals(
@@ -25,7 +28,15 @@ class ShapeWithSubgoals(
     last state's potential (the shaping then sums to γᵀΦ(s_T) − Φ(s₀), a bias
     towards ending with more subgoals done — fade it out with the guide, as
     the guide-then-review arm does, to train the final policy on the env
-    reward alone). On truncation the last state always keeps its potential.
+    reward alone). ``"keep"`` also rewards ending an episode on purpose:
+    every step without progress costs (1 − γ)Φ(s), so once progress stalls a
+    policy that escalates or breaks something to end the episode keeps its
+    potential and stops paying (seen on OpsIncident hard, where two of five
+    seeds learned exactly that). ``terminal="zero_on_harm"`` keeps the last
+    potential unless the episode ends on a harmful step (``info["harmful"]``:
+    an escalation, a destructive action, a wrong declaration), where Φ is 0:
+    running out of time keeps the progress reward, ending the episode on
+    purpose loses it. On truncation the last state always keeps its potential.
     The env reward and the shaping term are reported apart in
     ``info["env_reward"]`` and ``info["shaping_reward"]``.
 
@@ -50,8 +61,10 @@ class ShapeWithSubgoals(
     ) -> None:
         gym.utils.RecordConstructorArgs.__init__(self, gamma=gamma, scale=scale, terminal=terminal)
         gym.Wrapper.__init__(self, env)
-        if terminal not in ("zero", "keep"):
-            raise ValueError(f"terminal must be 'zero' or 'keep', got {terminal!r}")
+        if terminal not in TERMINAL_MODES:
+            raise ValueError(
+                f"terminal must be one of {', '.join(TERMINAL_MODES)}, got {terminal!r}"
+            )
         self.terminal = terminal
         self.set_shaping(gamma=gamma, scale=scale)
         self._potential = 0.0
@@ -82,7 +95,10 @@ class ShapeWithSubgoals(
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         """Steps the env and adds the shaping term to the reward."""
         obs, reward, terminated, truncated, info = self.env.step(action)
-        zero = terminated and self.terminal == "zero"
+        zero = terminated and (
+            self.terminal == "zero"
+            or (self.terminal == "zero_on_harm" and bool(info.get("harmful", False)))
+        )
         next_potential = 0.0 if zero else self.potential(info.get("subgoals", {}))
         shaping = self.gamma * next_potential - self._potential
         self._potential = next_potential

@@ -51,6 +51,28 @@ def test_keep_terminal_keeps_progress_of_a_failed_episode():
         ShapeWithSubgoals(gym.make("feedbackgym/OpsIncidentEasy-v0"), terminal="sometimes")
 
 
+def test_zero_on_harm_takes_progress_back_only_when_the_episode_ends_on_purpose():
+    def shaped():
+        return ShapeWithSubgoals(
+            gym.make("feedbackgym/OpsIncidentEasy-v0"), gamma=1.0, terminal="zero_on_harm"
+        )
+
+    def expert_then(action):
+        steps = iter(range(3))  # three expert steps (progress), then ``action`` until the end
+        return lambda e: e.unwrapped.expert_action() if next(steps, None) is not None else action
+
+    env = shaped()
+    phi0, terms, *_, terminated, info = _episode(env, 0, expert_then("escalate"))
+    assert terminated and info["harmful"] and info["outcome"] == "escalated"
+    assert terms[:-1].sum() > 0 and terms.sum() == pytest.approx(-phi0)
+
+    env = shaped()
+    phi0, terms, *_, terminated, info = _episode(env, 0, expert_then("wait"))
+    assert terminated and not info["harmful"] and info["outcome"] == "slo_exhausted"
+    phi_last = env.potential(info["subgoals"])
+    assert phi_last > phi0 and terms.sum() == pytest.approx(phi_last - phi0)
+
+
 def test_bad_arguments_and_runtime_change():
     env = ShapeWithSubgoals(gym.make("feedbackgym/OpsIncidentEasy-v0"))
     env.set_shaping(gamma=0.5, scale=3.0)
