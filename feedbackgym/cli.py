@@ -126,6 +126,11 @@ def _parser() -> argparse.ArgumentParser:
         help="potential of a terminal state (default keep; see ShapeWithSubgoals)",
     )
     compare.add_argument(
+        "--shaping-gamma",
+        type=float,
+        help="discount of the shaping term (default 0.99, the learner's)",
+    )
+    compare.add_argument(
         "--keep-checkpoints",
         type=int,
         default=5,
@@ -316,6 +321,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                 ("dropout", args.dropout),
                 ("dropout_scope", args.dropout_scope),
                 ("shaping_terminal", args.shaping_terminal),
+                ("shaping_gamma", args.shaping_gamma),
             )
             if value is not None
         },
