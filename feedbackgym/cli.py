@@ -126,9 +126,9 @@ def _parser() -> argparse.ArgumentParser:
         help="potential of a terminal state (default keep; see ShapeWithSubgoals)",
     )
     compare.add_argument(
-        "--shaping-gamma",
+        "--gamma",
         type=float,
-        help="discount of the shaping term (default 0.99, the learner's)",
+        help="discount of the learner and of the shaping term (default 0.99)",
     )
     compare.add_argument(
         "--keep-checkpoints",
@@ -321,7 +321,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                 ("dropout", args.dropout),
                 ("dropout_scope", args.dropout_scope),
                 ("shaping_terminal", args.shaping_terminal),
-                ("shaping_gamma", args.shaping_gamma),
+                ("gamma", args.gamma),
             )
             if value is not None
         },

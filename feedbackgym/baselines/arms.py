@@ -49,7 +49,8 @@ class ArmSettings:
         dropout: Chance that a due hint is withheld in the guide phase.
         dropout_scope: ``"step"`` (single hints) or ``"episode"`` (whole episodes unguided).
         window: Review window length.
-        gamma: Discount of the shaping term (match the learner's).
+        gamma: Discount of the shaping term; the runner (``compare``) also trains PPO
+            with it, so the two match.
         shaping_terminal: ``"keep"`` (progress reward survives a failed episode,
             a bias towards ending with more subgoals done), ``"zero"`` (the
             policy-invariant form, which left too little signal to learn from) or

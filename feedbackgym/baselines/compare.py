@@ -64,7 +64,7 @@ class ComparisonConfig:
             each run's ``best.zip`` is always kept).
         shaping_terminal: The potential of a terminal state (see
             :class:`~feedbackgym.wrappers.ShapeWithSubgoals` and :class:`ArmSettings`).
-        shaping_gamma: The shaping term's discount (see :class:`ArmSettings`).
+        gamma: The discount of the learner (PPO) and of the shaping term.
     """
 
     env_id: str
@@ -89,7 +89,7 @@ class ComparisonConfig:
     dropout_scope: str = ArmSettings.dropout_scope
     keep_checkpoints: int = 5
     shaping_terminal: str = ArmSettings.shaping_terminal
-    shaping_gamma: float = ArmSettings.gamma
+    gamma: float = ArmSettings.gamma
 
     def __post_init__(self) -> None:
         unknown = [a for a in self.arms if a not in ARMS]
@@ -105,8 +105,8 @@ class ComparisonConfig:
                 f"shaping_terminal must be one of {', '.join(TERMINAL_MODES)}, "
                 f"got {self.shaping_terminal!r}"
             )
-        if not 0.0 < self.shaping_gamma <= 1.0:
-            raise ValueError(f"shaping_gamma must be in (0, 1], got {self.shaping_gamma}")
+        if not 0.0 < self.gamma <= 1.0:
+            raise ValueError(f"gamma must be in (0, 1], got {self.gamma}")
         if self.keep_checkpoints < 0:
             raise ValueError(
                 f"keep_checkpoints must be >= 0 (0: every one), got {self.keep_checkpoints}"
@@ -135,7 +135,7 @@ class ComparisonConfig:
             dropout=self.dropout,
             dropout_scope=self.dropout_scope,
             shaping_terminal=self.shaping_terminal,
-            gamma=self.shaping_gamma,
+            gamma=self.gamma,
             env_kwargs=dict(self.env_kwargs or {}),
         )
         return [

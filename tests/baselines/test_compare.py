@@ -69,8 +69,8 @@ def test_compare_command_rejects_bad_input(tmp_path):
     assert bad_scope.returncode == 2 and "--dropout-scope" in bad_scope.stderr
     bad_terminal = run("--quick", "--shaping-terminal", "never", "--out", str(tmp_path))
     assert bad_terminal.returncode == 2 and "--shaping-terminal" in bad_terminal.stderr
-    bad_gamma = run("--quick", "--shaping-gamma", "0", "--out", str(tmp_path))
-    assert bad_gamma.returncode == 2 and "shaping_gamma must be in (0, 1]" in bad_gamma.stderr
+    bad_gamma = run("--quick", "--gamma", "0", "--out", str(tmp_path))
+    assert bad_gamma.returncode == 2 and "gamma must be in (0, 1]" in bad_gamma.stderr
     bad_keep = run("--quick", "--keep-checkpoints", "-1", "--out", str(tmp_path))
     assert bad_keep.returncode == 2 and "keep_checkpoints must be >= 0" in bad_keep.stderr
 
@@ -79,7 +79,7 @@ def test_compare_command_passes_the_schedule_and_dropout_options(tmp_path):
     args = ["--env", "feedbackgym/OpsIncidentEasy-v0", "--arms", "sparse", "--seeds", "1"]
     args += ["--steps", "1024", "--switch-at", "0.3", "--fade", "2", "--dropout", "0.2"]
     args += ["--dropout-scope", "step", "--keep-checkpoints", "1"]
-    args += ["--shaping-terminal", "zero_on_harm", "--shaping-gamma", "1"]
+    args += ["--shaping-terminal", "zero_on_harm", "--gamma", "1"]
     args += ["--out", str(tmp_path)]
     result = subprocess.run(
         [sys.executable, "-m", "feedbackgym", "compare", *args],
