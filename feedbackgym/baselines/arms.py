@@ -28,6 +28,7 @@ import gymnasium as gym
 
 from feedbackgym.schedules import ARMS
 from feedbackgym.wrappers import AddGuide, AddReview, FadeGuideToReview, ShapeWithSubgoals
+from feedbackgym.wrappers.shaping import checked_gamma, checked_terminal
 
 __all__ = ["ArmSettings", "make_arm_env", "rounds_for"]
 
@@ -71,6 +72,10 @@ class ArmSettings:
     shaping_terminal: str = "keep"
     adaptive: dict[str, Any] | None = None
     env_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        checked_gamma(self.gamma)
+        checked_terminal(self.shaping_terminal)
 
 
 def make_arm_env(env_id: str, arm: str, settings: ArmSettings = ArmSettings()) -> gym.Env[Any, Any]:

@@ -26,7 +26,6 @@ import numpy as np
 
 from feedbackgym.baselines.arms import ArmSettings, rounds_for
 from feedbackgym.schedules import ARMS, DEFAULT_MIN_SUCCESS
-from feedbackgym.wrappers.shaping import TERMINAL_MODES
 
 __all__ = ["ComparisonConfig", "QUICK", "run_comparison", "summarize_runs"]
 
@@ -100,13 +99,7 @@ class ComparisonConfig:
                 "need seeds >= 1, jobs >= 1 and steps >= n_envs * n_steps "
                 f"({self.n_envs * self.n_steps})"
             )
-        if self.shaping_terminal not in TERMINAL_MODES:
-            raise ValueError(
-                f"shaping_terminal must be one of {', '.join(TERMINAL_MODES)}, "
-                f"got {self.shaping_terminal!r}"
-            )
-        if not 0.0 < self.gamma <= 1.0:
-            raise ValueError(f"gamma must be in (0, 1], got {self.gamma}")
+        self.arm_settings()  # checks the feedback settings before any run starts
         if self.keep_checkpoints < 0:
             raise ValueError(
                 f"keep_checkpoints must be >= 0 (0: every one), got {self.keep_checkpoints}"
@@ -122,12 +115,13 @@ class ComparisonConfig:
         """The fade length in rounds (``fade``, or 10% of training, at least 5)."""
         return self.fade if self.fade is not None else max(5.0, 0.1 * self.rounds)
 
-    def run_configs(self) -> list[Any]:
-        """One :class:`~feedbackgym.baselines.runner.RunConfig` per arm and seed."""
-        from feedbackgym.baselines.runner import RunConfig
+    def arm_settings(self) -> ArmSettings:
+        """The feedback settings every run of this comparison shares.
 
-        eval_every = self.eval_every or max(1, self.rounds // 15)
-        settings = ArmSettings(
+        Raises:
+            ValueError: A setting is out of range (the shaping's ``gamma`` or terminal mode).
+        """
+        return ArmSettings(
             total_rounds=self.rounds,
             switch_at=self.switch_at,
             fade=self.fade_rounds,
@@ -138,6 +132,13 @@ class ComparisonConfig:
             gamma=self.gamma,
             env_kwargs=dict(self.env_kwargs or {}),
         )
+
+    def run_configs(self) -> list[Any]:
+        """One :class:`~feedbackgym.baselines.runner.RunConfig` per arm and seed."""
+        from feedbackgym.baselines.runner import RunConfig
+
+        eval_every = self.eval_every or max(1, self.rounds // 15)
+        settings = self.arm_settings()
         return [
             RunConfig(
                 env_id=self.env_id,

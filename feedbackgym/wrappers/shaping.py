@@ -6,10 +6,32 @@ from typing import Any, SupportsFloat
 
 import gymnasium as gym
 
-__all__ = ["TERMINAL_MODES", "ShapeWithSubgoals"]
+__all__ = ["TERMINAL_MODES", "ShapeWithSubgoals", "checked_gamma", "checked_terminal"]
 
 TERMINAL_MODES = ("zero", "keep", "zero_on_harm")
 """What a terminal state's potential is: always 0, never 0, or 0 after a harmful step."""
+
+
+def checked_gamma(gamma: float) -> float:
+    """``gamma`` as a float, if it is a discount in (0, 1].
+
+    Raises:
+        ValueError: It is not.
+    """
+    if not 0.0 < gamma <= 1.0:
+        raise ValueError(f"gamma must be in (0, 1], got {gamma}")
+    return float(gamma)
+
+
+def checked_terminal(terminal: str) -> str:
+    """``terminal``, if it is one of :data:`TERMINAL_MODES`.
+
+    Raises:
+        ValueError: It is not.
+    """
+    if terminal not in TERMINAL_MODES:
+        raise ValueError(f"terminal must be one of {', '.join(TERMINAL_MODES)}, got {terminal!r}")
+    return terminal
 
 
 class ShapeWithSubgoals(
@@ -61,21 +83,15 @@ class ShapeWithSubgoals(
     ) -> None:
         gym.utils.RecordConstructorArgs.__init__(self, gamma=gamma, scale=scale, terminal=terminal)
         gym.Wrapper.__init__(self, env)
-        if terminal not in TERMINAL_MODES:
-            raise ValueError(
-                f"terminal must be one of {', '.join(TERMINAL_MODES)}, got {terminal!r}"
-            )
-        self.terminal = terminal
+        self.terminal = checked_terminal(terminal)
         self.set_shaping(gamma=gamma, scale=scale)
         self._potential = 0.0
 
     def set_shaping(self, *, gamma: float, scale: float) -> None:
         """Changes γ and the potential's scale (hot reload, or a Φ annealed over training)."""
-        if not 0.0 < gamma <= 1.0:
-            raise ValueError(f"gamma must be in (0, 1], got {gamma}")
         if scale < 0:
             raise ValueError(f"scale must be non-negative, got {scale}")
-        self.gamma = float(gamma)
+        self.gamma = checked_gamma(gamma)
         self.scale = float(scale)
 
     def potential(self, progress: dict[str, bool]) -> float:

@@ -57,22 +57,20 @@ def test_compare_command_rejects_bad_input(tmp_path):
             timeout=120,
         )
 
-    bad_arm = run("--quick", "--arms", "sparse,teacher", "--out", str(tmp_path))
-    assert bad_arm.returncode == 2 and "unknown arms" in bad_arm.stderr
-    missing = run("--env", "feedbackgym/OpsIncidentEasy-v0")
-    assert missing.returncode == 2 and "--arms" in missing.stderr
-    bad_env = run("--quick", "--env", "feedbackgym/Nope-v0", "--out", str(tmp_path))
-    assert bad_env.returncode == 2 and "unknown env id" in bad_env.stderr
-    bad_dropout = run("--quick", "--dropout", "1.5", "--out", str(tmp_path))
-    assert bad_dropout.returncode == 2 and "--dropout" in bad_dropout.stderr
-    bad_scope = run("--quick", "--dropout-scope", "round", "--out", str(tmp_path))
-    assert bad_scope.returncode == 2 and "--dropout-scope" in bad_scope.stderr
-    bad_terminal = run("--quick", "--shaping-terminal", "never", "--out", str(tmp_path))
-    assert bad_terminal.returncode == 2 and "--shaping-terminal" in bad_terminal.stderr
-    bad_gamma = run("--quick", "--gamma", "0", "--out", str(tmp_path))
-    assert bad_gamma.returncode == 2 and "gamma must be in (0, 1]" in bad_gamma.stderr
-    bad_keep = run("--quick", "--keep-checkpoints", "-1", "--out", str(tmp_path))
-    assert bad_keep.returncode == 2 and "keep_checkpoints must be >= 0" in bad_keep.stderr
+    out = ["--out", str(tmp_path)]
+    refused = [
+        (["--quick", "--arms", "sparse,teacher", *out], "unknown arms"),
+        (["--env", "feedbackgym/OpsIncidentEasy-v0"], "--arms"),
+        (["--quick", "--env", "feedbackgym/Nope-v0", *out], "unknown env id"),
+        (["--quick", "--dropout", "1.5", *out], "--dropout"),
+        (["--quick", "--dropout-scope", "round", *out], "--dropout-scope"),
+        (["--quick", "--shaping-terminal", "never", *out], "--shaping-terminal"),
+        (["--quick", "--gamma", "0", *out], "gamma must be in (0, 1]"),
+        (["--quick", "--keep-checkpoints", "-1", *out], "keep_checkpoints must be >= 0"),
+    ]
+    for args, message in refused:
+        result = run(*args)
+        assert result.returncode == 2 and message in result.stderr, (args, result.stderr)
 
 
 def test_compare_command_passes_the_schedule_and_dropout_options(tmp_path):
