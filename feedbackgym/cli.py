@@ -133,8 +133,7 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument(
         "--keep-checkpoints",
         type=int,
-        default=5,
-        help="newest round checkpoints kept per run (default %(default)s; 0: every one)",
+        help="newest round checkpoints kept per run (default 5; 0: every one)",
     )
     compare.add_argument("--quick", action="store_true", help="the short comparison (main job)")
     compare.add_argument("--resume", action="store_true", help="continue interrupted runs")
@@ -311,7 +310,6 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         if args.fixed_switch
         else {"metric": "return", "min_success": args.min_success},
         record=args.record,
-        keep_checkpoints=args.keep_checkpoints,
         **settings,
         **{
             name: value
@@ -322,6 +320,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                 ("dropout_scope", args.dropout_scope),
                 ("shaping_terminal", args.shaping_terminal),
                 ("gamma", args.gamma),
+                ("keep_checkpoints", args.keep_checkpoints),
             )
             if value is not None
         },
