@@ -17,7 +17,9 @@ own.
 Chromium is Debian's, from ``FEEDBACKGYM_CHROMIUM`` (default
 ``/usr/bin/chromium``), launched with :data:`LAUNCH_FLAGS`. Each browser
 process carries ``FEEDBACKGYM_BROWSER_OWNER=<pid of the env process>`` in its
-environment, so leaks can be traced to the process that launched them.
+environment, so leaks can be traced to the process that launched them, and
+its own temporary directory (``TMPDIR``), removed when it closes or is found
+dead, so that a killed browser leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ import asyncio
 import atexit
 import concurrent.futures
 import os
+import shutil
+import tempfile
 import threading
 from collections.abc import Callable, Coroutine, Hashable
 from pathlib import Path
@@ -123,6 +127,7 @@ class BrowserHost:
         self._thread.start()
         self._playwright: Playwright | None = None
         self._browser: Browser | None = None
+        self._browser_tmp: str | None = None
         self._launch_lock: asyncio.Lock | None = None
         self._spares: dict[Hashable, list[concurrent.futures.Future[Any]]] = {}
 
@@ -245,10 +250,11 @@ class BrowserHost:
             try:
                 if self._playwright is None:
                     self._playwright = await async_playwright().start()
+                self._browser_tmp = tempfile.mkdtemp(prefix="feedbackgym-chromium-")
                 self._browser = await self._playwright.chromium.launch(
                     executable_path=executable,
                     args=list(LAUNCH_FLAGS),
-                    env={**os.environ, OWNER_ENV: str(self.pid)},
+                    env={**os.environ, OWNER_ENV: str(self.pid), "TMPDIR": self._browser_tmp},
                     timeout=LAUNCH_TIMEOUT_S * 1000,
                 )
             except PlaywrightError:
@@ -259,11 +265,14 @@ class BrowserHost:
 
     async def _close_browser(self) -> None:
         browser, self._browser = self._browser, None
+        tmp, self._browser_tmp = self._browser_tmp, None
         if browser is not None:
             try:
                 await browser.close()
             except PlaywrightError:
                 pass
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)  # what a killed Chromium left there
 
     async def _stop_playwright(self) -> None:
         playwright, self._playwright = self._playwright, None

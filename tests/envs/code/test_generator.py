@@ -22,7 +22,8 @@ FILE_COUNTS = {"easy": {2}, "medium": {3, 4}, "hard": {5, 6}}
 DRIVER = r"""
 import importlib, json, os, sys, tempfile
 jobs = json.load(sys.stdin)
-root = tempfile.mkdtemp()
+scratch = tempfile.TemporaryDirectory()  # removed at exit
+root = scratch.name
 out = []
 for k, job in enumerate(jobs):
     folder = os.path.join(root, str(k))

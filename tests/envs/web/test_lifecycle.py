@@ -82,7 +82,10 @@ def test_browser_crash_truncates_and_next_reset_recovers():
     env = gym.make("feedbackgym/WebForm-v0")
     env.reset(seed=0)
     env.step(env.unwrapped.expert_action())
-    os.kill(browser_main(), signal.SIGKILL)
+    main = browser_main()
+    browser_tmp = Path(_environ(main)["TMPDIR"])
+    assert any(browser_tmp.iterdir())  # Chromium keeps its singleton socket there
+    os.kill(main, signal.SIGKILL)
     _, reward, terminated, truncated, info = env.step(env.unwrapped.expert_action())
     assert truncated and not terminated and reward == 0.0
     assert info["outcome"] == "infra_error" and info["infra_error"]
@@ -92,7 +95,13 @@ def test_browser_crash_truncates_and_next_reset_recovers():
     while not info["subgoals"]["personal_details"]:
         _, _, _, truncated, info = env.step(env.unwrapped.expert_action())
         assert not truncated and "infra_error" not in info
+    assert not browser_tmp.exists()  # the relaunch removed what the killed browser left
     env.close()
+
+
+def _environ(pid):
+    entries = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(e.decode().split("=", 1) for e in entries if b"=" in e)
 
 
 def test_renderer_crash_truncates_and_next_reset_recovers():
