@@ -30,12 +30,23 @@ from feedbackgym.schedules import ARMS
 from feedbackgym.wrappers import AddGuide, AddReview, FadeGuideToReview, ShapeWithSubgoals
 from feedbackgym.wrappers.shaping import checked_gamma, checked_terminal
 
-__all__ = ["ArmSettings", "make_arm_env", "rounds_for"]
+__all__ = ["ArmSettings", "checked_keep_checkpoints", "make_arm_env", "rounds_for"]
 
 
 def rounds_for(steps: int, n_envs: int, n_steps: int) -> int:
     """Training rounds (rollouts of ``n_envs`` x ``n_steps``) in ``steps`` env steps, at least 1."""
     return max(1, steps // (n_envs * n_steps))
+
+
+def checked_keep_checkpoints(keep: int) -> int:
+    """Returns ``keep``, the round checkpoints a run keeps (0: every one).
+
+    Raises:
+        ValueError: ``keep`` is negative.
+    """
+    if keep < 0:
+        raise ValueError(f"keep_checkpoints must be >= 0 (0 keeps every one), got {keep}")
+    return keep
 
 
 @dataclass(frozen=True)

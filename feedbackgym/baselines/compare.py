@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from feedbackgym.baselines.arms import ArmSettings, rounds_for
+from feedbackgym.baselines.arms import ArmSettings, checked_keep_checkpoints, rounds_for
 from feedbackgym.schedules import ARMS, DEFAULT_MIN_SUCCESS
 
 __all__ = ["ComparisonConfig", "QUICK", "run_comparison", "summarize_runs"]
@@ -100,10 +100,7 @@ class ComparisonConfig:
                 f"({self.n_envs * self.n_steps})"
             )
         self.arm_settings()  # checks the feedback settings before any run starts
-        if self.keep_checkpoints < 0:
-            raise ValueError(
-                f"keep_checkpoints must be >= 0 (0: every one), got {self.keep_checkpoints}"
-            )
+        checked_keep_checkpoints(self.keep_checkpoints)
 
     @property
     def rounds(self) -> int:

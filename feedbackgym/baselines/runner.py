@@ -25,7 +25,12 @@ from typing import Any
 
 import numpy as np
 
-from feedbackgym.baselines.arms import ArmSettings, make_arm_env, rounds_for
+from feedbackgym.baselines.arms import (
+    ArmSettings,
+    checked_keep_checkpoints,
+    make_arm_env,
+    rounds_for,
+)
 from feedbackgym.baselines.evaluation import Evaluation, evaluate_policy, validation_seeds
 from feedbackgym.errors import DependencyNotInstalled
 
@@ -104,10 +109,7 @@ class RunConfig:
     keep_checkpoints: int = 5
 
     def __post_init__(self) -> None:
-        if self.keep_checkpoints < 0:
-            raise ValueError(
-                f"keep_checkpoints must be >= 0 (0 keeps every one), got {self.keep_checkpoints}"
-            )
+        checked_keep_checkpoints(self.keep_checkpoints)
 
     @property
     def rounds(self) -> int:
@@ -268,12 +270,14 @@ def train_run(
     run_dir = Path(config.out_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     state = _read_state(run_dir) if resume else {}
+    first_round = state.get("round", -1) + 1
+    if resume and first_round >= config.rounds:
+        return state  # finished: its config, state and checkpoints stay as they were
     if not resume:
         for stale in ("curve.csv", "state.json"):
             (run_dir / stale).unlink(missing_ok=True)
         shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
     (run_dir / "config.json").write_text(config.to_json())
-    first_round = state.get("round", -1) + 1
     store = _open_store(config)
     venv = None
     try:

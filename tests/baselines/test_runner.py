@@ -1,3 +1,4 @@
+import dataclasses
 import json
 
 import numpy as np
@@ -63,7 +64,11 @@ def test_a_negative_checkpoint_count_is_refused(tmp_path):
 
 def test_resume_continues_from_the_last_checkpoint_and_rollback_loads_the_best(tmp_path):
     first = _config(tmp_path, steps=128)
-    train_run(first)
+    finished = train_run(first)
+    config_file = tmp_path / "guide-then-review" / "config.json"
+    # A finished run is left as it was, even when resumed under other settings.
+    assert train_run(dataclasses.replace(first, learning_rate=1e-3), resume=True) == finished
+    assert RunConfig.from_json(config_file.read_text()) == first
     longer = _config(tmp_path, steps=256)
     state = train_run(longer, resume=True)
     assert state["round"] == 3 and state["timesteps"] == 256
