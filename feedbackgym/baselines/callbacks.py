@@ -151,7 +151,8 @@ class FeedbackCallback(BaseCallback):
             if self._rollout == 0:  # a resumed run: the envs are new, at progress 0
                 self.training_env.env_method("set_progress", self.round - 1)
             self.training_env.env_method("report", **metrics)
-            for env in self.mirrors:
+            for env in self.mirrors:  # validation may have moved them: report where training is
+                env.get_wrapper_attr("set_progress")(self.round - 1)
                 env.get_wrapper_attr("report")(**metrics)
         self.state = self.training_env.env_method("set_progress", self.round)[0]
         if self._recording is None:

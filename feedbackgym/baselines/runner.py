@@ -129,7 +129,13 @@ class RunConfig:
 
 
 class _RoundCallback(BaseCallback):
-    """Validates every ``eval_every`` rounds, writes the curve, saves versioned checkpoints."""
+    """Validates every ``eval_every`` rounds, writes the curve, saves versioned checkpoints.
+
+    A round's work is done once PPO has trained on its rollout (at the next
+    rollout start, or at the end of training): SB3 calls ``_on_rollout_end``
+    before that update, so a checkpoint saved there would lack it, and a run
+    resumed from it would never get it.
+    """
 
     def __init__(
         self,
@@ -147,12 +153,26 @@ class _RoundCallback(BaseCallback):
         self.seeds = validation_seeds(self.eval_env, config.eval_episodes)
         state = _read_state(self.run_dir)
         self.best = state.get("best_success", -1.0)
+        self._trained: int | None = None
+        """The round whose rollout PPO is training on, until its work is done."""
 
     def _on_step(self) -> bool:
         return True
 
     def _on_rollout_end(self) -> None:
-        finished = self.feedback.round - 1  # FeedbackCallback has already counted this round
+        self._trained = self.feedback.round - 1  # FeedbackCallback has already counted it
+
+    def _on_rollout_start(self) -> None:
+        self._finish_round()
+
+    def _on_training_end(self) -> None:
+        self._finish_round()
+        self.logger.dump(self.num_timesteps)  # SB3 dumps before training: the last round's logs
+
+    def _finish_round(self) -> None:
+        finished, self._trained = self._trained, None
+        if finished is None:
+            return
         checkpoints = self.run_dir / "checkpoints"
         checkpoints.mkdir(parents=True, exist_ok=True)
         self.model.save(checkpoints / f"round_{finished:04d}.zip")

@@ -95,6 +95,31 @@ def test_the_training_success_rate_reaches_the_adaptive_schedule():
     assert "training success under the floor 100%" in schedule.history[-1]["reason"]
 
 
+def test_a_validation_env_mirrors_the_training_schedule_even_after_validating_ahead():
+    settings = ArmSettings(
+        total_rounds=16,
+        switch_at=0.25,
+        fade=1,
+        adaptive={"metric": "return", "min_success": 1.0, "max_switch": 1.0},
+        env_kwargs={"difficulty": "easy", "max_steps": 8},
+    )
+
+    def make():
+        return make_arm_env("feedbackgym/OpsIncident-v0", "guide-then-review", settings)
+
+    mirror = make()
+    venv = VecMonitor(DummyVecEnv([make] * 2))
+    callback = FeedbackCallback(
+        mirrors=[mirror],  # validated at the end of each round, as the runner does
+        on_round=lambda round_, _: mirror.get_wrapper_attr("set_progress")(round_ + 1),
+    )
+    model = PPO("MultiInputPolicy", venv, n_steps=32, batch_size=64, n_epochs=1, seed=0)
+    model.learn(6 * 64, callback=callback)
+    trained = venv.env_method("feedback_state")[0]
+    assert trained["switch_at"] > 0.25  # held: training success stays under 100%
+    assert mirror.get_wrapper_attr("feedback_state")()["switch_at"] == trained["switch_at"]
+
+
 def test_review_credit_reaches_the_ppo_rollout_buffer():
     venv = VecMonitor(DummyVecEnv([make_env("review")] * 2))
     model = PPO(

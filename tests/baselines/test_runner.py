@@ -3,6 +3,7 @@ import json
 
 import numpy as np
 import pytest
+from stable_baselines3 import PPO
 
 from feedbackgym.baselines.arms import ArmSettings
 from feedbackgym.baselines.runner import RunConfig, read_curve, rollback, train_run
@@ -65,6 +66,9 @@ def test_a_negative_checkpoint_count_is_refused(tmp_path):
 def test_resume_continues_from_the_last_checkpoint_and_rollback_loads_the_best(tmp_path):
     first = _config(tmp_path, steps=128)
     finished = train_run(first)
+    checkpoints = tmp_path / "guide-then-review" / "checkpoints"
+    # A round's checkpoint holds PPO's update from that round (10 epochs a round).
+    assert PPO.load(checkpoints / "round_0001.zip")._n_updates == 2 * 10
     config_file = tmp_path / "guide-then-review" / "config.json"
     # A finished run is left as it was, even when resumed under other settings.
     assert train_run(dataclasses.replace(first, learning_rate=1e-3), resume=True) == finished
