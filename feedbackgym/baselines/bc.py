@@ -102,5 +102,11 @@ def clone_expert(
 
     policy.set_training_mode(True)
     return fit_log_prob(
-        log_prob, policy.parameters(), observations, actions, epochs=epochs, seed=seed
+        log_prob,
+        policy.parameters(),
+        observations,
+        actions,
+        epochs=epochs,
+        seed=seed,
+        device=str(policy.device),
     )

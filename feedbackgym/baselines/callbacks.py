@@ -57,7 +57,7 @@ class RewardDropAlert:
         last, self._last = self._last, mean_reward
         if last is None or not np.isfinite(mean_reward):
             return False
-        fell = last > 0 and (last - mean_reward) / abs(last) > self.drop
+        fell = last != 0 and (last - mean_reward) / abs(last) > self.drop  # -1 -> -1.5 falls
         self._falls = self._falls + 1 if fell else 0
         if self._falls < self.rounds:
             return False
@@ -176,8 +176,8 @@ class FeedbackCallback(BaseCallback):
             self.logger.record(f"feedback/{key}", value)
         for key, value in self._system.sample(self.num_timesteps).items():
             self.logger.record(f"system/{key}", value)
-        if "mean_return" in metrics and self.alert.update(self.round, metrics["mean_return"]):
-            self.logger.record("feedback/alert", 1.0)
+        fired = "mean_return" in metrics and self.alert.update(self.round, metrics["mean_return"])
+        self.logger.record("feedback/alert", float(fired))
         if self.on_round is not None:
             self.on_round(self.round, metrics)
         self.round += 1

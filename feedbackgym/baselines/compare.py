@@ -29,9 +29,26 @@ from feedbackgym.schedules import ARMS, DEFAULT_MIN_SUCCESS
 
 __all__ = ["ComparisonConfig", "QUICK", "run_comparison", "summarize_runs"]
 
-# Two-sided 95% Student t quantiles by degrees of freedom (normal beyond 30).
-_T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26}
-_T95.update({df: 2.23 - 0.0055 * (df - 10) for df in range(10, 31)})
+_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179)
+_T95 += (2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064)
+_T95 += (2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+"""Two-sided 95% Student t quantiles for 1 to 30 degrees of freedom."""
+_Z95 = 1.959964
+
+
+def t95(df: int) -> float:
+    """The two-sided 95% Student t quantile for ``df`` >= 1 degrees of freedom.
+
+    Within 0.001: a table to 30, then two terms of the Cornish-Fisher expansion.
+
+    Example:
+        >>> t95(4), t95(30), round(t95(31), 3), round(t95(60), 3), round(t95(1000), 3)
+        (2.776, 2.042, 2.039, 2.0, 1.962)
+    """
+    if df <= len(_T95):
+        return _T95[df - 1]
+    z = _Z95
+    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
 
 
 @dataclass
@@ -230,8 +247,7 @@ def _ci95(values: Sequence[float]) -> float:
     n = len(values)
     if n < 2:
         return float("nan")
-    t = _T95.get(n - 1, 1.96)
-    return float(t * np.std(values, ddof=1) / math.sqrt(n))
+    return float(t95(n - 1) * np.std(values, ddof=1) / math.sqrt(n))
 
 
 def _steps_to(curve: dict[str, np.ndarray], threshold: float) -> float:
@@ -283,7 +299,7 @@ def _around_switch(curves: Sequence[dict[str, np.ndarray]]) -> tuple[float, floa
     for curve in curves:
         phases = list(curve["phase"])
         if "fade" not in phases and len(set(phases)) < 2:
-            return float("nan"), float("nan")
+            continue  # this seed never switched (within the run)
         first_phase = phases[0]
         pre = [s for s, p in zip(curve["success"], phases, strict=True) if p == first_phase]
         post = [

@@ -98,7 +98,9 @@ class PPOConfig:
 
     def arm_settings(self) -> ArmSettings:
         """The feedback settings of the arm's env stack for this run."""
-        return ArmSettings(total_rounds=self.rounds, env_kwargs=dict(self.env_kwargs))
+        return ArmSettings(
+            total_rounds=self.rounds, gamma=self.gamma, env_kwargs=dict(self.env_kwargs)
+        )
 
 
 def _vector_keys(space: gym.spaces.Dict) -> list[tuple[str, int]]:
@@ -277,9 +279,9 @@ def _rollout(
         actions.append(action)
         logprobs.append(logprob)
         rewards.append(torch.as_tensor(reward, dtype=torch.float32, device=device))
-        dones.append(torch.as_tensor(terminated, dtype=torch.float32, device=device))
+        dones.append(torch.as_tensor(done, dtype=torch.float32, device=device))
         values.append(value)
-        if truncated.any():  # bootstrap from the final observation of a truncated episode
+        if truncated.any():  # the value of a truncated episode's final observation, in its reward
             final = to_tensors(_stack_final(info, truncated, obs), agent, device)
             with torch.no_grad():
                 bootstrap = agent.value(final)
@@ -345,7 +347,8 @@ def _update(
             _, logprob, entropy, value = agent.act(obs, batch["actions"][index])
             ratio = (logprob - batch["logprobs"][index]).exp()
             advantages = batch["advantages"][index]
-            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+            if len(index) > 1:  # the std of one sample is undefined
+                advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
             policy_loss = torch.max(
                 -advantages * ratio,
                 -advantages * ratio.clamp(1 - config.clip_coef, 1 + config.clip_coef),

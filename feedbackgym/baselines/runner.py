@@ -299,7 +299,7 @@ def train_run(
         shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
     (run_dir / "config.json").write_text(config.to_json())
     store = _open_store(config)
-    venv = None
+    venv = eval_env = None
     try:
         venv = _make_vec_env(config, store)
         if first_round > 0:
@@ -323,12 +323,11 @@ def train_run(
             if config.bc_episodes:
                 from feedbackgym.baselines.bc import clone_expert
 
-                clone_expert(
-                    model.policy,
-                    make_arm_env(config.env_id, config.arm, config.settings),
-                    config.bc_episodes,
-                    seed=config.seed,
-                )
+                expert_env = make_arm_env(config.env_id, config.arm, config.settings)
+                try:
+                    clone_expert(model.policy, expert_env, config.bc_episodes, seed=config.seed)
+                finally:
+                    expert_env.close()
         eval_env = make_arm_env(config.env_id, config.arm, config.settings)
         feedback = FeedbackCallback(
             first_round=max(first_round, 0),
@@ -345,8 +344,9 @@ def train_run(
                 tb_log_name=f"{config.arm}_seed{config.seed}",
             )
     finally:
-        if venv is not None:
-            venv.close()
+        for env in (venv, eval_env):
+            if env is not None:
+                env.close()
         if store is not None and not isinstance(store, str):
             store.close()
     final = _read_state(run_dir)

@@ -24,6 +24,8 @@ def test_alert_fires_on_a_synthetic_reward_drop(caplog):
     assert fired[0][0] == 4 and "lengthen the fade" in fired[0][1] and "20%" in caplog.text
     steady = RewardDropAlert()
     assert not any(steady.update(r, v) for r, v in enumerate([1.0, 0.85, 0.7, 0.6, 0.5]))
+    negative = RewardDropAlert()  # falling returns below zero fall too
+    assert [negative.update(r, v) for r, v in enumerate([-1.0, -1.5, -2.5, -4.0])][-1]
     with pytest.raises(ValueError):
         RewardDropAlert(drop=1.5)
 
@@ -63,6 +65,7 @@ def test_progress_reaches_subprocess_envs_and_feedback_tags_reach_tensorboard(tm
         "switch_step",
         "hint_latency_p50_ms",
         "hint_latency_p99_ms",
+        "alert",
     ):
         assert f"feedback/{tag}" in tags, tag
     for tag in ("cpu_percent", "load_average", "rss_mb", "steps_per_s"):

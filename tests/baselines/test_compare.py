@@ -1,9 +1,13 @@
 import csv
 import json
+import math
 import subprocess
 import sys
 
-from feedbackgym.baselines.compare import ComparisonConfig, run_comparison
+import numpy as np
+import pytest
+
+from feedbackgym.baselines.compare import ComparisonConfig, _around_switch, run_comparison
 
 
 def test_compare_writes_every_output(tmp_path):
@@ -93,3 +97,13 @@ def test_compare_command_passes_the_schedule_and_dropout_options(tmp_path):
     run = json.loads((tmp_path / "runs" / "sparse-seed0" / "config.json").read_text())
     assert run["settings"]["shaping_terminal"] == "zero_on_harm"
     assert run["settings"]["gamma"] == 1.0
+
+
+def test_success_around_the_switch_leaves_out_seeds_that_never_switched():
+    switched = {
+        "phase": np.array(["guide", "guide", "fade", "review", "review"]),
+        "success": np.array([0.1, 0.5, 0.6, 0.7, 0.9]),
+    }
+    held = {"phase": np.array(["guide"] * 5), "success": np.zeros(5)}
+    assert _around_switch([switched, held]) == pytest.approx((0.5, 0.8))
+    assert all(math.isnan(x) for x in _around_switch([held]))
