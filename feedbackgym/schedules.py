@@ -156,6 +156,15 @@ class TrendRule:
         self._values.clear()
         return decision
 
+    def state_dict(self) -> dict[str, Any]:
+        """What the rule has seen (the trend window), as JSON-safe data."""
+        return {"values": list(self._values), "last_improvement": self.last_improvement}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restores what :meth:`state_dict` returned (a resumed run goes on where it was)."""
+        self._values = deque((float(v) for v in state["values"]), maxlen=self.window)
+        self.last_improvement = float(state["last_improvement"])
+
     def __repr__(self) -> str:
         return (
             f"TrendRule({self.metric!r}, window={self.window}, sooner_below={self.sooner_below}, "
@@ -201,6 +210,13 @@ class Schedule:
 
     def report(self, progress: float, **metrics: float) -> None:
         """Takes the trainer's trend (``loss=...``, ``mean_return=...``); no-op by default."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """What reports have changed, as JSON-safe data (nothing by default)."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restores what :meth:`state_dict` returned; no-op by default."""
 
 
 class ConstantSchedule(Schedule):
@@ -279,6 +295,8 @@ class GuideReviewSchedule(Schedule):
         self.adaptive = adaptive
         self.reverse = reverse
         self.history: list[dict[str, Any]] = []
+        self._reported = -1.0
+        """Progress at the last report: reports a round apart give a round's length in ``unit``."""
 
     @property
     def switch_step(self) -> float:
@@ -324,10 +342,12 @@ class GuideReviewSchedule(Schedule):
                     f"{key} improved {rule.last_improvement:.1%} over {rule.window} rounds: "
                     f"{verdict}",
                 )
-        if below_floor and progress + 1 >= self.switch_step:
-            self._move(  # the next round (progress + 1) stays in the guide phase
+        spacing = progress - self._reported if 0 <= self._reported < progress else 1.0
+        self._reported = progress
+        if below_floor and progress + spacing >= self.switch_step:
+            self._move(  # the next round (progress + spacing) stays in the guide phase
                 progress,
-                (progress + 2) / self.total,
+                (progress + 2 * spacing) / self.total,
                 f"training success under the floor {rule.min_success:.0%}: hold the guide",
                 hold=True,
             )
@@ -351,6 +371,32 @@ class GuideReviewSchedule(Schedule):
             return
         self.history.append({"progress": progress, "from": old, "to": new, "reason": reason})
         logger.info("schedule switch moved from %.2f to %.2f (%s)", old, new, reason)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The switch as moved so far, its history and the rule's trend window.
+
+        Example:
+            >>> s = GuideReviewSchedule(total=10, adaptive=TrendRule(window=2))
+            >>> s.report(0, loss=1.0); s.report(1, loss=1.0)  # flat: switch sooner
+            >>> copy = GuideReviewSchedule(total=10, adaptive=TrendRule(window=2))
+            >>> copy.load_state_dict(s.state_dict())
+            >>> copy.switch_at == s.switch_at < 0.4, copy.history == s.history
+            (True, True)
+        """
+        return {
+            "switch_at": self.switch_at,
+            "history": [dict(entry) for entry in self.history],
+            "rule": self.adaptive.state_dict() if self.adaptive is not None else None,
+            "reported": self._reported,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restores what :meth:`state_dict` returned."""
+        self.switch_at = float(state["switch_at"])
+        self.history = [dict(entry) for entry in state["history"]]
+        self._reported = float(state.get("reported", -1.0))
+        if self.adaptive is not None and state.get("rule") is not None:
+            self.adaptive.load_state_dict(state["rule"])
 
     def __repr__(self) -> str:
         return (

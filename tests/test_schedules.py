@@ -128,6 +128,16 @@ def test_success_floor_holds_the_guide_until_reached_or_max_switch():
         TrendRule(min_success=1.5)
 
 
+def test_in_steps_the_floor_holds_the_guide_by_the_spacing_of_reports():
+    s = GuideReviewSchedule(
+        switch_at=0.2, total=1000, unit="steps", adaptive=TrendRule("return", min_success=0.5)
+    )
+    for progress in (0, 100):  # reports a round (100 steps) apart, success under the floor
+        s.report(progress, success=0.0)
+    assert s.switch_at == pytest.approx(0.3)  # held to the round after next: 100 + 2 x 100
+    assert s.state(200).phase == "guide"
+
+
 @pytest.mark.parametrize(
     "kwargs", [{"switch_at": 1.5}, {"fade": -1}, {"total": 0}, {"unit": "epochs"}]
 )

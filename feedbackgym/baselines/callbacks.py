@@ -52,6 +52,16 @@ class RewardDropAlert:
         self._falls = 0
         self.fired: list[int] = []
 
+    def state_dict(self) -> dict[str, Any]:
+        """The last mean reward, the falls counted so far and the rounds it fired at."""
+        return {"last": self._last, "falls": self._falls, "fired": list(self.fired)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restores what :meth:`state_dict` returned (a resumed run goes on counting)."""
+        self._last = state["last"]
+        self._falls = int(state["falls"])
+        self.fired = [int(r) for r in state["fired"]]
+
     def update(self, round_: int, mean_reward: float) -> bool:
         """Adds one round's mean reward; returns whether the alert fired."""
         last, self._last = self._last, mean_reward
@@ -80,7 +90,8 @@ class FeedbackCallback(BaseCallback):
     At every rollout start it reports the last round's trend (SB3's
     ``train/loss``, the mean episode return and the success rate of the last
     100 episodes, from ``info["is_success"]``) to the schedule and pushes the
-    round index with ``env_method("set_progress", round)``, which reaches envs
+    progress in the schedule's unit (the round index, or the env steps so far
+    for a schedule in ``"steps"``) with ``env_method("set_progress", ...)``, which reaches envs
     in subprocess workers too; envs under
     :class:`~feedbackgym.wrappers.RecordTrajectories` also get
     ``set_round(round)``, so recorded episodes are filed by round. At every
@@ -129,6 +140,9 @@ class FeedbackCallback(BaseCallback):
         self._pending: list[tuple[int, int, float]] = []
         self._rollout = 0
         self._recording: bool | None = None
+        self._in_steps = False
+        self._pushed: float | None = None
+        """The progress last pushed to the envs (``None`` before this run's first rollout)."""
         self.credit_applied = 0
         self._system = SystemMonitor()
 
@@ -136,6 +150,12 @@ class FeedbackCallback(BaseCallback):
 
     def _on_training_start(self) -> None:
         self._system = SystemMonitor(steps=self.num_timesteps)  # a resumed run starts past 0
+        unit = self.training_env.env_method("feedback_state", indices=[0])[0].get("unit")
+        self._in_steps = unit == "steps"
+
+    def _progress(self) -> float:
+        """This round's progress in the schedule's unit: the round index, or env steps."""
+        return float(self.num_timesteps) if self._in_steps else float(self.round)
 
     def _on_rollout_start(self) -> None:
         metrics: dict[str, Any] = {}
@@ -148,19 +168,23 @@ class FeedbackCallback(BaseCallback):
         if self.model.ep_success_buffer:  # SB3 keeps info["is_success"] of ended episodes
             metrics["success"] = float(np.mean(self.model.ep_success_buffer))
         if metrics and self.round > 0:
-            if self._rollout == 0:  # a resumed run: the envs are new, at progress 0
-                self.training_env.env_method("set_progress", self.round - 1)
+            if self._pushed is not None:
+                last = self._pushed  # where the training envs are: the last round's progress
+            else:  # a resumed run: the envs are new, at progress 0
+                last = float(self.num_timesteps) if self._in_steps else float(self.round - 1)
+                self.training_env.env_method("set_progress", last)
             self.training_env.env_method("report", **metrics)
             for env in self.mirrors:  # validation may have moved them: report where training is
-                env.get_wrapper_attr("set_progress")(self.round - 1)
+                env.get_wrapper_attr("set_progress")(last)
                 env.get_wrapper_attr("report")(**metrics)
-        self.state = self.training_env.env_method("set_progress", self.round)[0]
+        self._pushed = self._progress()
+        self.state = self.training_env.env_method("set_progress", self._pushed)[0]
         if self._recording is None:
             self._recording = bool(self.training_env.has_attr("set_round"))
         if self._recording:  # recorded episodes are filed under the round they start in
             self.training_env.env_method("set_round", self.round)
         for env in self.mirrors:
-            env.get_wrapper_attr("set_progress")(self.round)
+            env.get_wrapper_attr("set_progress")(self._pushed)
         self._rollout += 1
 
     def _on_step(self) -> bool:

@@ -8,7 +8,8 @@ A run directory holds::
     checkpoints/round_NNNN.zip   a versioned checkpoint every round (the newest
                                  ``keep_checkpoints`` are kept)
     checkpoints/best.zip         the checkpoint with the best validation success (rollback target)
-    state.json           the last completed round, its timestep count and the best round
+    state.json           the last completed round, its timestep count, the best round, and
+                         the schedule's and the reward alert's state (what --resume restores)
     trajectories/        with ``record=True``: every training episode, with its hints,
                          reviews, schedule state and the switch time (a TrajectoryStore)
 """
@@ -42,7 +43,7 @@ try:
 except ImportError as error:
     raise DependencyNotInstalled.for_extra("stable_baselines3", "baselines") from error
 
-from feedbackgym.baselines.callbacks import FeedbackCallback
+from feedbackgym.baselines.callbacks import FeedbackCallback, RewardDropAlert
 
 __all__ = ["CURVE_FIELDS", "DEFAULT_NET_ARCH", "RunConfig", "rollback", "train_run"]
 
@@ -186,7 +187,12 @@ class _RoundCallback(BaseCallback):
                 shutil.copyfile(checkpoints / f"round_{finished:04d}.zip", checkpoints / "best.zip")
                 state["best_round"] = finished
             state["best_success"] = self.best
-        state.update(round=finished, timesteps=int(self.model.num_timesteps))
+        state.update(
+            round=finished,
+            timesteps=int(self.model.num_timesteps),
+            schedule=self.training_env.env_method("schedule_state", indices=[0])[0],
+            alert=self.feedback.alert.state_dict(),
+        )
         _write_state(self.run_dir, state)
         if self.report_progress is not None:
             self.report_progress(int(self.model.num_timesteps))
@@ -229,6 +235,26 @@ def _append_curve(path: Path, row: dict[str, Any]) -> None:
         writer.writerow(row)
 
 
+def _drop_curve_rows_after(path: Path, progress: int) -> None:
+    """Drops validations past ``progress`` rounds (before resuming from there).
+
+    A crash after a validation was written but before its round's state was
+    saved would otherwise leave that validation in the curve twice.
+    """
+    if not path.exists():
+        return
+    with path.open(newline="") as file:
+        rows = list(csv.DictReader(file))
+    kept = [row for row in rows if float(row["round"]) <= progress]
+    if len(kept) < len(rows):
+        tmp = path.with_name(path.name + ".tmp")
+        with tmp.open("w", newline="") as file:
+            writer = csv.DictWriter(file, fieldnames=CURVE_FIELDS)
+            writer.writeheader()
+            writer.writerows(kept)
+        tmp.replace(path)
+
+
 def _read_state(run_dir: Path) -> dict[str, Any]:
     path = run_dir / "state.json"
     return json.loads(path.read_text()) if path.exists() else {}
@@ -240,8 +266,8 @@ def _write_state(run_dir: Path, state: dict[str, Any]) -> None:
     tmp.replace(run_dir / "state.json")  # atomic: a crash never leaves half a state file
 
 
-def _make_vec_env(config: RunConfig, store: Any) -> VecMonitor:
-    """The training envs, each recording its episodes when ``store`` is given.
+def _make_vec_env(config: RunConfig, store: Any, *, seed: int) -> VecMonitor:
+    """The training envs (env ``i`` seeded with ``seed + i``), recording to ``store`` if given.
 
     ``store`` is a shared TrajectoryStore, or its path for subprocess workers,
     which then each write their own shard.
@@ -257,7 +283,7 @@ def _make_vec_env(config: RunConfig, store: Any) -> VecMonitor:
 
     vec_cls = SubprocVecEnv if config.subprocess else DummyVecEnv
     venv = vec_cls([make] * config.n_envs)
-    venv.seed(config.seed)
+    venv.seed(seed)
     return VecMonitor(venv, info_keywords=("is_success",))
 
 
@@ -297,15 +323,18 @@ def train_run(
         for stale in ("curve.csv", "state.json"):
             (run_dir / stale).unlink(missing_ok=True)
         shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
+    else:
+        _drop_curve_rows_after(run_dir / "curve.csv", max(first_round, 0))
     (run_dir / "config.json").write_text(config.to_json())
     store = _open_store(config)
     venv = eval_env = None
     try:
-        venv = _make_vec_env(config, store)
+        venv = _make_vec_env(config, store, seed=config.seed + max(first_round, 0) * config.n_envs)
         if first_round > 0:
             model = PPO.load(
                 run_dir / "checkpoints" / f"round_{first_round - 1:04d}.zip", env=venv, device="cpu"
             )
+            model.set_random_seed(config.seed + first_round)  # not the first round's draws again
         else:
             model = PPO(
                 "MultiInputPolicy",
@@ -329,9 +358,15 @@ def train_run(
                 finally:
                     expert_env.close()
         eval_env = make_arm_env(config.env_id, config.arm, config.settings)
+        alert = RewardDropAlert()
+        if "schedule" in state:  # a resumed run: the switch and the trend as they were
+            venv.env_method("load_schedule_state", state["schedule"])
+            eval_env.get_wrapper_attr("load_schedule_state")(state["schedule"])
+            alert.load_state_dict(state["alert"])
         feedback = FeedbackCallback(
             first_round=max(first_round, 0),
             review_credit=config.review_credit,
+            alert=alert,
             mirrors=[eval_env],
         )
         rounds = _RoundCallback(config, feedback, eval_env, progress)

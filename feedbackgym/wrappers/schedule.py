@@ -118,11 +118,25 @@ class FadeGuideToReview(
         """Reports the training trend (``loss``, ``mean_return``, ``success``) to the schedule."""
         self.schedule.report(self.progress, **metrics)
 
+    def schedule_state(self) -> dict[str, Any]:
+        """The schedule's adaptive state (:meth:`~feedbackgym.schedules.Schedule.state_dict`)."""
+        return self.schedule.state_dict()
+
+    def load_schedule_state(self, state: dict[str, Any]) -> dict[str, Any]:
+        """Restores :meth:`schedule_state` output (a resumed run) at the current progress.
+
+        Returns:
+            The schedule state, as :meth:`set_progress` returns it.
+        """
+        self.schedule.load_state_dict(state)
+        return self.set_progress(self.progress)
+
     def feedback_state(self) -> dict[str, Any]:
         """The schedule state, the switch point, and the config version and changes."""
         state = self._state.to_dict()
         state["switch_at"] = getattr(self.schedule, "switch_at", None)
         state["total"] = self.schedule.total
+        state["unit"] = self.schedule.unit
         state["schedule"] = repr(self.schedule)
         if self._watcher is not None:
             state["config_version"] = self._watcher.version

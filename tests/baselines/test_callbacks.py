@@ -1,5 +1,6 @@
 import logging
 
+import gymnasium as gym
 import numpy as np
 import pytest
 from stable_baselines3 import DQN, PPO
@@ -7,6 +8,8 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMoni
 
 from feedbackgym.baselines.arms import ArmSettings, make_arm_env
 from feedbackgym.baselines.callbacks import FeedbackCallback, RewardDropAlert
+from feedbackgym.schedules import GuideReviewSchedule
+from feedbackgym.wrappers import AddGuide, FadeGuideToReview
 
 SETTINGS = ArmSettings(total_rounds=4, fade=1, env_kwargs={"difficulty": "easy"})
 
@@ -121,6 +124,20 @@ def test_a_validation_env_mirrors_the_training_schedule_even_after_validating_ah
     trained = venv.env_method("feedback_state")[0]
     assert trained["switch_at"] > 0.25  # held: training success stays under 100%
     assert mirror.get_wrapper_attr("feedback_state")()["switch_at"] == trained["switch_at"]
+
+
+def test_a_schedule_in_steps_is_driven_in_env_steps():
+    def make():
+        env = AddGuide(gym.make("feedbackgym/OpsIncidentEasy-v0"), channels=("vector",))
+        schedule = GuideReviewSchedule(switch_at=0.25, fade=64, total=512, unit="steps")
+        return FadeGuideToReview(env, schedule=schedule)
+
+    venv = VecMonitor(DummyVecEnv([make] * 2))
+    model = PPO("MultiInputPolicy", venv, n_steps=32, batch_size=64, n_epochs=1, seed=0)
+    model.learn(512, callback=FeedbackCallback())
+    state = venv.env_method("feedback_state")[0]
+    assert state["unit"] == "steps" and state["progress"] == 448  # the last round's start
+    assert state["phase"] == "review"  # the fade ran from step 128 to 192
 
 
 def test_review_credit_reaches_the_ppo_rollout_buffer():

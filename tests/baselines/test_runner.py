@@ -84,6 +84,27 @@ def test_resume_continues_from_the_last_checkpoint_and_rollback_loads_the_best(t
         rollback(tmp_path / "nothing")
 
 
+def test_resume_restores_the_schedule_and_the_alert_as_they_were(tmp_path):
+    full = _config(tmp_path, steps=256)  # 4 rounds; the fade would start at round 1.6
+    full.settings = dataclasses.replace(full.settings, adaptive=None)
+    train_run(dataclasses.replace(full, total_steps=128))  # interrupted after 2 rounds
+    state_file = tmp_path / "guide-then-review" / "state.json"
+    state = json.loads(state_file.read_text())
+    assert state["schedule"]["switch_at"] == pytest.approx(0.4)
+    state["schedule"]["switch_at"] = 1.0  # as if the adaptive rule had held the guide on
+    state["alert"]["fired"] = [1]
+    state_file.write_text(json.dumps(state))
+    curve_file = tmp_path / "guide-then-review" / "curve.csv"
+    lines = curve_file.read_text().splitlines()
+    stray = lines[-1].replace(",2,", ",3,", 1)  # a validation whose round's state was lost
+    curve_file.write_text("\n".join([*lines, stray]) + "\n")
+    final = train_run(full, resume=True)
+    curve = read_curve(tmp_path / "guide-then-review")
+    assert list(curve["round"]) == [1.0, 2.0, 3.0, 4.0]
+    assert curve["phase"][2] == "guide"  # not "review": the switch stayed where it was moved
+    assert final["schedule"]["switch_at"] == 1.0 and final["alerts"] == [1]
+
+
 def test_behaviour_cloning_warm_up_learns_the_expert(tmp_path):
     config = _config(tmp_path, "guide", steps=128, bc_episodes=100, net_arch=(128, 128))
     config.eval_episodes = 10
