@@ -55,14 +55,18 @@ def recover(directory: Path, options: WriterOptions) -> int:
                     logger.warning("not recovering %s: %s", log, error)
                     continue
                 if episodes:
-                    write_segment(
-                        segment,
-                        episodes,
-                        compression=options.compression,
-                        compression_opts=options.compression_level,
-                        fsync=options.fsync,
-                        attrs={"shard": episodes[0].meta.shard, "source": "recovery"},
-                    )
+                    try:
+                        write_segment(
+                            segment,
+                            episodes,
+                            compression=options.compression,
+                            compression_opts=options.compression_level,
+                            fsync=options.fsync,
+                            attrs={"shard": episodes[0].meta.shard, "source": "recovery"},
+                        )
+                    except ValueError as error:  # e.g. a name HDF5 cannot file: keep the log
+                        logger.warning("not recovering %s: %s", log, error)
+                        continue
                     recovered += len(episodes)
             _unlink(log)
         finally:

@@ -111,6 +111,7 @@ def _gather(catalog: Catalog, picks: list[tuple[Entry, int]]) -> dict[str, Any]:
         if key not in groups:
             groups[key] = (_columns(catalog, source), [])
         groups[key][1].append((position, step, obs))
+    _check_same_layout([columns for columns, _ in groups.values()])
     flat: dict[str, np.ndarray] = {}
     following: dict[str, np.ndarray] = {}
     for columns, rows in groups.values():
@@ -127,6 +128,21 @@ def _gather(catalog: Catalog, picks: list[tuple[Entry, int]]) -> dict[str, Any]:
         "actions": nest_columns(flat, "actions"),
         **{name: flat[name] for name in _SAMPLED[2:]},
     }
+
+
+def _check_same_layout(groups: list[dict[str, Any]]) -> None:
+    """One batch needs one layout: the same columns, with the same row shapes, everywhere."""
+    first = {name: column.shape[1:] for name, column in groups[0].items()}
+    for columns in groups[1:]:
+        other = {name: column.shape[1:] for name, column in columns.items()}
+        if other != first:
+            differ = sorted(set(first) ^ set(other)) or sorted(
+                name for name in first if first[name] != other[name]
+            )
+            raise ValueError(
+                f"the sampled episodes have different observations or actions ({differ}): "
+                "sample one task at a time (task=...)"
+            )
 
 
 def _columns(catalog: Catalog, source: SegmentRef | Episode) -> dict[str, Any]:

@@ -22,6 +22,7 @@ touched.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import queue
 import re
@@ -33,12 +34,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from feedbackgym.datasets._codec import encode_episode
-from feedbackgym.datasets._segment import FORMAT, FORMAT_VERSION, write_segment
+from feedbackgym.datasets._segment import FORMAT, FORMAT_VERSION, group_path, write_segment
 from feedbackgym.datasets._wal import LogFile, frame
 from feedbackgym.datasets.episode import Episode, Schema, compatible
 from feedbackgym.datasets.errors import StoreError, describe_os_error
 
 __all__ = ["ShardWriter", "WriterOptions"]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,9 @@ class ShardWriter:
             ValueError: The episode's columns differ from earlier episodes of
                 the same task and round.
         """
+        if episode.meta.length < 1:
+            raise ValueError("an episode needs at least one step")
+        group_path(episode.meta.task_id, episode.meta.round)  # a name HDF5 can file it under
         schema = episode.schema
         group = (episode.meta.task_id, episode.meta.round)
         with self._lock:
@@ -248,5 +254,8 @@ class ShardWriter:
                 "segments are untouched; this writer takes no more episodes"
             )
             return
-        log.close(unlink=True)
+        try:
+            log.close(unlink=True)
+        except OSError as error:  # sealed, so nothing is lost: the next recovery drops the log
+            logger.warning("sealed %s but could not remove its log: %s", path, error)
         self.sealed += len(episodes)

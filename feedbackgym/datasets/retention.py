@@ -144,6 +144,7 @@ def _is_hot(root: Path, entry: Entry) -> bool:
 def _move_and_delete(
     root: Path, catalog: Catalog, entries: list[Entry], plan: PrunePlan
 ) -> Path | None:
+    entries = [e for e in entries if isinstance(e.source, SegmentRef)]  # not live writers' logs
     moving = {(r.task_id, r.round) for r in plan.to_cold}
     deleting = {(r.task_id, r.round) for r in plan.to_delete}
     in_cold = {e.meta.key for e in entries if not _is_hot(root, e)}

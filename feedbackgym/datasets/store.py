@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import atexit
 import logging
+import numbers
 import os
 import threading
-import weakref
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
@@ -35,7 +35,9 @@ logger = logging.getLogger(__name__)
 COMPRESSIONS = (None, "lzf", "gzip")
 """Compression filters a store can seal segments with."""
 
-_OPEN: weakref.WeakSet[TrajectoryStore] = weakref.WeakSet()
+_OPEN: set[TrajectoryStore] = set()
+"""Stores with a writer in this process, held until closed: one dropped unclosed still
+seals its episodes at exit."""
 
 
 class EpisodeFilter(TypedDict, total=False):
@@ -347,7 +349,7 @@ class TrajectoryStore:
 def _names(value: Any) -> set[str] | None:
     if value is None:
         return None
-    if isinstance(value, str | int):
+    if isinstance(value, str | numbers.Integral):  # numpy integers too
         return {str(value)}
     return {str(v) for v in value}
 

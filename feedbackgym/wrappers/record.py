@@ -10,6 +10,7 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 from gymnasium import spaces
 
+from feedbackgym.datasets._segment import group_path
 from feedbackgym.datasets.builder import EpisodeBuilder
 from feedbackgym.datasets.store import TrajectoryStore
 
@@ -87,8 +88,13 @@ class RecordTrajectories(
         """Sets the round that episodes starting from the next reset belong to.
 
         Called by trainers through ``env_method``/``call``; ``None`` means round 0.
+
+        Raises:
+            ValueError: The round contains ``/`` or is empty (it names an HDF5 group).
         """
-        self.round = "0" if round is None else str(round)
+        name = "0" if round is None else str(round)
+        group_path(self.task_id, name)
+        self.round = name
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -98,7 +104,8 @@ class RecordTrajectories(
         self._builder = EpisodeBuilder(
             obs, info, task_id=self.task_id, round=self.round, seed=seed, start_time=time.time()
         )
-        self._watch_phase(info)
+        if self.switch_time is None:
+            self._watch_phase(info)
         return obs, info
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:

@@ -54,6 +54,25 @@ def test_records_feedback_schedule_subgoals_and_rewards(store_path):
     assert episodes[1].meta.end_time < episodes[2].meta.switch_time < episodes[2].meta.end_time
 
 
+def test_the_switch_time_stays_when_the_phase_first_left_guide(store_path):
+    env = RecordTrajectories(feedback_stack(), store_path)
+    play(env, [0])
+    env.get_wrapper_attr("set_progress")(60)  # review phase from the next reset on
+    play(env, [1, 2])
+    env.close()
+    first, second, third = sorted(TrajectoryStore(store_path).episodes(), key=lambda m: m.seed)
+    assert first.switch_time is None
+    assert first.end_time < second.switch_time == third.switch_time < second.end_time
+
+
+def test_a_round_that_cannot_name_an_hdf5_group_is_refused_at_once(store_path):
+    env = RecordTrajectories(gym.make("feedbackgym/OpsIncidentEasy-v0"), store_path)
+    for bad in ("2024/06", "", ".."):
+        with pytest.raises(ValueError, match="round"):
+            env.set_round(bad)
+    env.close()
+
+
 def test_config_version_and_change_times(store_path, tmp_path):
     config = tmp_path / "feedback.yaml"
     config.write_text("guide: {every: 2}\n")

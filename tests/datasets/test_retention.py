@@ -81,3 +81,14 @@ def test_prune_command_takes_limits_from_the_config(store_path, tmp_path, capsys
     assert main(["datasets", "prune", str(store_path), "--config", str(config)]) == 0
     assert len(TrajectoryStore(store_path)) == 0
     assert main(["datasets", "prune", str(tmp_path / "missing")]) == 2
+
+
+def test_prune_beside_a_live_writer_leaves_what_it_still_logs(store_path):
+    _record_rounds(store_path, [0])
+    writing = RecordTrajectories(gym.make("feedbackgym/OpsIncidentEasy-v0"), store_path, round=1)
+    play(writing, [5])  # in the live writer's log, not sealed
+    limits = RetentionConfig(hot_days=7, cold_days=90, min_raw_days=30)
+    plan = prune(store_path, limits, now=time.time() + 8 * DAY)
+    assert [r.round for r in plan.to_cold] == ["0"] and plan.cold_file is not None
+    writing.close()
+    assert sorted(m.round for m in TrajectoryStore(store_path).episodes()) == ["0", "0", "1"]

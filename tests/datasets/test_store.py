@@ -1,6 +1,8 @@
 """Reading: plain h5py, filters, sampling, replay buffers; writing: queue, flush, concurrency."""
 
+import dataclasses
 import json
+import os
 import pickle
 import subprocess
 import sys
@@ -12,7 +14,9 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from feedbackgym.datasets import TrajectoryStore
+from feedbackgym.datasets import Episode, TrajectoryStore
+from feedbackgym.datasets._codec import encode_episode
+from feedbackgym.datasets._wal import LogFile, frame
 from feedbackgym.wrappers import RecordTrajectories
 
 from .utils import feedback_stack, play
@@ -107,6 +111,23 @@ def test_sample_favours_the_latest_round_with_a_floor_for_old_ones(store_path):
         store.sample(8, round=9)
 
 
+def test_sampling_tasks_with_different_observations_asks_for_one_task(store_path):
+    store = TrajectoryStore(store_path)
+    for task, obs_mode in (("vector", "vector"), ("both", "both")):
+        env = gym.make("feedbackgym/OpsIncidentEasy-v0", obs_mode=obs_mode)
+        play(RecordTrajectories(env, store, task_id=task), [0, 1])
+    with pytest.raises(ValueError, match=r"\['observations/text'\].*task="):
+        store.sample(256, seed=0)
+    assert "text" not in store.sample(64, task="vector")["observations"]
+    store.close()
+
+
+def test_numpy_integers_filter_rounds(store_path):
+    store = _record(store_path, [(0, 0), (1, 0)])
+    assert len(store.episodes(round=np.int64(1))) == 2
+    assert len(store.episodes(round=np.arange(2))) == 4
+
+
 def test_sample_as_torch_and_reading_while_logging(store_path):
     torch = pytest.importorskip("torch")
     store = TrajectoryStore(store_path)
@@ -154,6 +175,56 @@ def test_queue_flush_close_and_pickling(store_path):
     assert len(store) == 31 and not list(store_path.glob("*.log"))  # the with block sealed it
     store.close()
     env.close()
+
+
+DROPPED = """
+import gc, sys, gymnasium as gym, feedbackgym
+from feedbackgym.datasets import TrajectoryStore
+from feedbackgym.wrappers import RecordTrajectories
+env = RecordTrajectories(gym.make("feedbackgym/OpsIncidentEasy-v0"), TrajectoryStore(sys.argv[1]))
+env.reset(seed=0)
+while not env.step(env.unwrapped.expert_action())[2]:
+    pass
+del env  # neither the wrapper nor the store is closed
+gc.collect()
+"""
+
+
+def test_a_store_dropped_unclosed_still_seals_at_exit(store_path):
+    subprocess.run([sys.executable, "-c", DROPPED, str(store_path)], check=True, timeout=120)
+    assert not list(store_path.glob("*.log")) and len(list(store_path.glob("*.h5"))) == 1
+
+
+def test_bad_episodes_are_refused_before_they_reach_the_log(store_path):
+    env = RecordTrajectories(gym.make("feedbackgym/OpsIncidentEasy-v0"), store_path)
+    play(env, [0])
+    env.close()
+    (episode,) = TrajectoryStore(store_path).iter_episodes()
+    store = TrajectoryStore(store_path)
+    bad_round = Episode(dataclasses.replace(episode.meta, round="a/b"), episode.columns)
+    with pytest.raises(ValueError, match="'/'"):
+        store.add_episode(bad_round)
+    empty = Episode(dataclasses.replace(episode.meta, length=0), {})
+    with pytest.raises(ValueError, match="at least one step"):
+        store.add_episode(empty)
+    store.close()
+    assert len(TrajectoryStore(store_path)) == 1
+
+
+def test_recovery_keeps_a_log_it_cannot_seal_and_goes_on(store_path, caplog):
+    env = RecordTrajectories(gym.make("feedbackgym/OpsIncidentEasy-v0"), store_path)
+    play(env, [0])
+    env.close()
+    (episode,) = TrajectoryStore(store_path).iter_episodes()
+    bad = Episode(dataclasses.replace(episode.meta, round="a/b"), episode.columns)
+    log = LogFile(store_path / "dead-000000.log", {"shard": "dead"})  # as an older version wrote
+    log.append(frame(encode_episode(bad)))
+    os.close(log._fd)  # the writer died: its lock is gone
+    store = TrajectoryStore(store_path)
+    play(RecordTrajectories(gym.make("feedbackgym/OpsIncidentEasy-v0"), store), [1])
+    store.close()
+    assert "not recovering" in caplog.text and (store_path / "dead-000000.log").exists()
+    assert len(list(store_path.glob("*.h5"))) == 2
 
 
 WRITER = """
