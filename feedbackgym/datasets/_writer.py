@@ -9,7 +9,8 @@ the batch to a sealed HDF5 segment named like the log (``{shard}-{n}.h5`` for
 ``{shard}-{n}.log``) and then deletes the log; the next episode starts a new
 log. A full queue blocks the producer (backpressure: memory stays bounded),
 and the producer never waits on the thread otherwise, so recording costs no
-thread switch per episode.
+thread switch per episode. When no episode comes, the thread itself seals a
+log once its first episode is ``segment_seconds`` old.
 
 A failed write (disk full, permissions) raises :class:`~.errors.StoreError`
 saying what was kept: a log append is cut back to its last whole record and
@@ -194,12 +195,17 @@ class ShardWriter:
 
     def _rotate(self) -> None:
         """Sends the current log and its batch to be sealed; the next episode opens a new log."""
+        self._queue.put(self._take_log())
+
+    def _take_log(self) -> _Seal:
+        """The current log and its batch, to seal; the next episode opens a new log."""
         assert self._log is not None
-        self._queue.put(_Seal(self._log, self._batch))
+        item = _Seal(self._log, self._batch)
         self._log = None
         self._batch = []
         self._log_steps = 0
         self._sequence += 1
+        return item
 
     def _open_log(self) -> LogFile:
         header = {
@@ -218,13 +224,27 @@ class ShardWriter:
 
     def _run(self) -> None:
         while True:
-            item = self._queue.get()
+            try:
+                item = self._queue.get(timeout=self.options.segment_seconds / 2)
+            except queue.Empty:
+                self._seal_if_old()  # no episode came to do it
+                continue
             if isinstance(item, _Seal):
                 self._seal(item.log, item.episodes)
             elif isinstance(item, _Flush):
                 item.done.set()
             else:
                 return
+
+    def _seal_if_old(self) -> None:
+        with self._lock:
+            if (
+                not self._log_steps
+                or time.monotonic() - self._log_since < self.options.segment_seconds
+            ):
+                return
+            item = self._take_log()
+        self._seal(item.log, item.episodes)
 
     def _seal(self, log: LogFile, episodes: list[Episode]) -> None:
         if self._error is not None:

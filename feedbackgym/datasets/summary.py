@@ -92,7 +92,7 @@ def summarize(path: str | os.PathLike[str]) -> tuple[list[RoundSummary], StoreFi
         hot=sum(p.parent.name != COLD_DIR for p in segments),
         cold=sum(p.parent.name == COLD_DIR for p in segments),
         logs=len(logs),
-        size=sum(p.stat().st_size for p in [*segments, *logs]),
+        size=sum(_size(p) for p in [*segments, *logs]),
     )
     return list(rounds.values()), files
 
@@ -121,3 +121,10 @@ def _storage_size(group: Any) -> int:
 
     group.visititems(visit)
     return sum(sizes)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:  # a log sealed (and removed) since it was listed
+        return 0

@@ -260,3 +260,13 @@ def test_readers_read_while_a_writer_writes(store_path):
     assert writer.returncode == 0
     assert counts == sorted(counts) and len(set(counts)) > 2  # saw it grow
     assert [m.seed for m in store.episodes()] == list(range(200))
+
+
+def test_an_idle_writer_seals_its_log_once_it_is_segment_seconds_old(store_path):
+    store = TrajectoryStore(store_path, segment_seconds=0.2)
+    play(RecordTrajectories(gym.make("feedbackgym/OpsIncidentEasy-v0"), store), [0])
+    deadline = time.monotonic() + 10
+    while list(store_path.glob("*.log")) and time.monotonic() < deadline:
+        time.sleep(0.05)  # no further episode, no flush: the writer thread seals it
+    assert len(list(store_path.glob("*.h5"))) == 1 and len(store) == 1
+    store.close()
