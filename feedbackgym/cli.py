@@ -135,6 +135,11 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         help="newest round checkpoints kept per run (default 5; 0: every one)",
     )
+    compare.add_argument(
+        "--anneal-lr",
+        action="store_true",
+        help="decay PPO's learning rate linearly to 0 over each run (default: constant)",
+    )
     compare.add_argument("--quick", action="store_true", help="the short comparison (main job)")
     compare.add_argument("--resume", action="store_true", help="continue interrupted runs")
     compare.set_defaults(run=_cmd_compare)
@@ -310,6 +315,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         if args.fixed_switch
         else {"metric": "return", "min_success": args.min_success},
         record=args.record,
+        anneal_lr=args.anneal_lr,
         **settings,
         **{
             name: value

@@ -83,6 +83,7 @@ class ComparisonConfig:
         shaping_terminal: The potential of a terminal state (see
             :class:`~feedbackgym.wrappers.ShapeWithSubgoals` and :class:`ArmSettings`).
         gamma: The discount of the learner (PPO) and of the shaping term.
+        anneal_lr: Decay PPO's learning rate linearly to 0 over each run.
     """
 
     env_id: str
@@ -106,6 +107,7 @@ class ComparisonConfig:
     dropout: float = ArmSettings.dropout
     dropout_scope: str = ArmSettings.dropout_scope
     keep_checkpoints: int = 5
+    anneal_lr: bool = False
     shaping_terminal: str = ArmSettings.shaping_terminal
     gamma: float = ArmSettings.gamma
 
@@ -170,6 +172,7 @@ class ComparisonConfig:
                 settings=settings,
                 record=self.record,
                 keep_checkpoints=self.keep_checkpoints,
+                anneal_lr=self.anneal_lr,
             )
             for arm in self.arms
             for seed in range(self.seeds)

@@ -79,6 +79,8 @@ class RunConfig:
         review_credit: Redistribute review credit into PPO's rollout buffer.
         bc_episodes: Expert episodes for a behaviour-cloning warm-up (0: none).
         learning_rate: PPO's learning rate.
+        anneal_lr: Decay the learning rate linearly to 0 over the run (PPO's usual
+            schedule for long runs), instead of keeping it constant.
         ent_coef: PPO's entropy coefficient.
         net_arch: Hidden layer sizes of the policy and value networks.
         settings: Feedback settings shared by the arms.
@@ -103,6 +105,7 @@ class RunConfig:
     review_credit: bool = True
     bc_episodes: int = 0
     learning_rate: float = 3e-4
+    anneal_lr: bool = False
     ent_coef: float = 0.01
     net_arch: list[int] = field(default_factory=lambda: list(DEFAULT_NET_ARCH))
     settings: ArmSettings = field(default_factory=ArmSettings)
@@ -127,6 +130,21 @@ class RunConfig:
         data = json.loads(text)
         data["settings"] = ArmSettings(**data["settings"])
         return cls(**data)
+
+
+@dataclass(frozen=True)
+class LinearDecay:
+    """A learning rate falling linearly from ``initial`` to 0 (SB3 schedule: progress left).
+
+    Example:
+        >>> LinearDecay(3e-4)(1.0), LinearDecay(3e-4)(0.25)
+        (0.0003, 7.5e-05)
+    """
+
+    initial: float
+
+    def __call__(self, progress_remaining: float) -> float:
+        return self.initial * progress_remaining
 
 
 class _RoundCallback(BaseCallback):
@@ -341,7 +359,9 @@ def train_run(
                 venv,
                 n_steps=config.n_steps,
                 batch_size=min(256, config.n_steps * config.n_envs),
-                learning_rate=config.learning_rate,
+                learning_rate=LinearDecay(config.learning_rate)
+                if config.anneal_lr
+                else config.learning_rate,
                 ent_coef=config.ent_coef,
                 gamma=config.settings.gamma,
                 policy_kwargs={"net_arch": list(config.net_arch)},

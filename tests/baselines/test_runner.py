@@ -58,6 +58,16 @@ def test_only_the_newest_checkpoints_are_kept_and_resume_still_works(tmp_path):
     assert names == ["best.zip", "round_0005.zip", "round_0006.zip"]
 
 
+def test_an_annealed_learning_rate_falls_to_zero_over_the_run(tmp_path):
+    train_run(_config(tmp_path, steps=256, anneal_lr=True))
+    checkpoints = tmp_path / "guide-then-review" / "checkpoints"
+    rates = [
+        PPO.load(checkpoints / f"round_{r:04d}.zip").policy.optimizer.param_groups[0]["lr"]
+        for r in range(4)
+    ]
+    assert rates == pytest.approx([2.25e-4, 1.5e-4, 0.75e-4, 0.0])  # SB3 counts the rollout done
+
+
 def test_a_negative_checkpoint_count_is_refused(tmp_path):
     with pytest.raises(ValueError, match="keep_checkpoints"):
         _config(tmp_path, keep_checkpoints=-1)
