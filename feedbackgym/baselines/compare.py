@@ -217,7 +217,7 @@ def run_comparison(
     with context.Manager() as manager:
         queue = manager.Queue()
         bar = _progress_bar(len(runs) * config.steps, show_progress)
-        done: dict[str, int] = {}
+        done = {run.out_dir: _steps_done(run.out_dir) for run in runs} if resume else {}
         with ProcessPoolExecutor(max_workers=config.jobs, mp_context=context) as pool:
             pending = {pool.submit(_run_one, run, resume, queue) for run in runs}
             while pending:
@@ -236,6 +236,12 @@ def run_comparison(
     _write_tables(out, rows)
     plot_curves(out, runs, config)
     return rows
+
+
+def _steps_done(run_dir: str) -> int:
+    """Env steps a run has already done (from its ``state.json``; 0 when it has none)."""
+    path = Path(run_dir) / "state.json"
+    return int(json.loads(path.read_text()).get("timesteps", 0)) if path.exists() else 0
 
 
 def _progress_bar(total: int, show: bool) -> Any:

@@ -7,7 +7,12 @@ import sys
 import numpy as np
 import pytest
 
-from feedbackgym.baselines.compare import ComparisonConfig, _around_switch, run_comparison
+from feedbackgym.baselines.compare import (
+    ComparisonConfig,
+    _around_switch,
+    _steps_done,
+    run_comparison,
+)
 
 
 def test_compare_writes_every_output(tmp_path):
@@ -107,3 +112,8 @@ def test_success_around_the_switch_leaves_out_seeds_that_never_switched():
     held = {"phase": np.array(["guide"] * 5), "success": np.zeros(5)}
     assert _around_switch([switched, held]) == pytest.approx((0.5, 0.8))
     assert all(math.isnan(x) for x in _around_switch([held]))
+
+
+def test_a_resumed_comparison_counts_the_steps_its_runs_have_done(tmp_path):
+    (tmp_path / "state.json").write_text(json.dumps({"round": 3, "timesteps": 512}))
+    assert _steps_done(str(tmp_path)) == 512 and _steps_done(str(tmp_path / "new")) == 0
