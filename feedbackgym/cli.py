@@ -140,6 +140,12 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="decay PPO's learning rate linearly to 0 over each run (default: constant)",
     )
+    compare.add_argument(
+        "--time-limit-terminal",
+        action="store_true",
+        help="treat episodes cut off by the time limit as ended, not bootstrapped (default: "
+        "bootstrapped, SB3's way)",
+    )
     compare.add_argument("--quick", action="store_true", help="the short comparison (main job)")
     compare.add_argument("--resume", action="store_true", help="continue interrupted runs")
     compare.set_defaults(run=_cmd_compare)
@@ -316,6 +322,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         else {"metric": "return", "min_success": args.min_success},
         record=args.record,
         anneal_lr=args.anneal_lr,
+        time_limit_terminal=args.time_limit_terminal,
         **settings,
         **{
             name: value

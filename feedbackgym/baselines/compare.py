@@ -84,6 +84,7 @@ class ComparisonConfig:
             :class:`~feedbackgym.wrappers.ShapeWithSubgoals` and :class:`ArmSettings`).
         gamma: The discount of the learner (PPO) and of the shaping term.
         anneal_lr: Decay PPO's learning rate linearly to 0 over each run.
+        time_limit_terminal: Let PPO treat time-limit cut-offs as ends (no bootstrap).
     """
 
     env_id: str
@@ -108,6 +109,7 @@ class ComparisonConfig:
     dropout_scope: str = ArmSettings.dropout_scope
     keep_checkpoints: int = 5
     anneal_lr: bool = False
+    time_limit_terminal: bool = False
     shaping_terminal: str = ArmSettings.shaping_terminal
     gamma: float = ArmSettings.gamma
 
@@ -173,6 +175,7 @@ class ComparisonConfig:
                 record=self.record,
                 keep_checkpoints=self.keep_checkpoints,
                 anneal_lr=self.anneal_lr,
+                time_limit_terminal=self.time_limit_terminal,
             )
             for arm in self.arms
             for seed in range(self.seeds)

@@ -81,6 +81,8 @@ class RunConfig:
         learning_rate: PPO's learning rate.
         anneal_lr: Decay the learning rate linearly to 0 over the run (PPO's usual
             schedule for long runs), instead of keeping it constant.
+        time_limit_terminal: Treat an episode cut off by its time limit as ended
+            rather than bootstrapping its value (see :class:`~.vec_env.TimeLimitAsTerminal`).
         ent_coef: PPO's entropy coefficient.
         net_arch: Hidden layer sizes of the policy and value networks.
         settings: Feedback settings shared by the arms.
@@ -106,6 +108,7 @@ class RunConfig:
     bc_episodes: int = 0
     learning_rate: float = 3e-4
     anneal_lr: bool = False
+    time_limit_terminal: bool = False
     ent_coef: float = 0.01
     net_arch: list[int] = field(default_factory=lambda: list(DEFAULT_NET_ARCH))
     settings: ArmSettings = field(default_factory=ArmSettings)
@@ -284,7 +287,7 @@ def _write_state(run_dir: Path, state: dict[str, Any]) -> None:
     tmp.replace(run_dir / "state.json")  # atomic: a crash never leaves half a state file
 
 
-def _make_vec_env(config: RunConfig, store: Any, *, seed: int) -> VecMonitor:
+def _make_vec_env(config: RunConfig, store: Any, *, seed: int) -> Any:
     """The training envs (env ``i`` seeded with ``seed + i``), recording to ``store`` if given.
 
     ``store`` is a shared TrajectoryStore, or its path for subprocess workers,
@@ -302,7 +305,12 @@ def _make_vec_env(config: RunConfig, store: Any, *, seed: int) -> VecMonitor:
     vec_cls = SubprocVecEnv if config.subprocess else DummyVecEnv
     venv = vec_cls([make] * config.n_envs)
     venv.seed(seed)
-    return VecMonitor(venv, info_keywords=("is_success",))
+    monitor = VecMonitor(venv, info_keywords=("is_success",))
+    if config.time_limit_terminal:
+        from feedbackgym.baselines.vec_env import TimeLimitAsTerminal
+
+        return TimeLimitAsTerminal(monitor)
+    return monitor
 
 
 def _open_store(config: RunConfig) -> Any:

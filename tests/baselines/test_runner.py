@@ -6,7 +6,13 @@ import pytest
 from stable_baselines3 import PPO
 
 from feedbackgym.baselines.arms import ArmSettings
-from feedbackgym.baselines.runner import RunConfig, read_curve, rollback, train_run
+from feedbackgym.baselines.runner import (
+    RunConfig,
+    _make_vec_env,
+    read_curve,
+    rollback,
+    train_run,
+)
 from feedbackgym.schedules import ARMS
 
 
@@ -66,6 +72,23 @@ def test_an_annealed_learning_rate_falls_to_zero_over_the_run(tmp_path):
         for r in range(4)
     ]
     assert rates == pytest.approx([2.25e-4, 1.5e-4, 0.75e-4, 0.0])  # SB3 counts the rollout done
+
+
+def test_time_limit_cut_offs_end_episodes_for_the_learner_when_asked(tmp_path):
+    config = _config(tmp_path)
+    config.settings = dataclasses.replace(
+        config.settings, env_kwargs={"difficulty": "easy", "max_episode_steps": 2}
+    )
+    for terminal in (False, True):
+        venv = _make_vec_env(
+            dataclasses.replace(config, time_limit_terminal=terminal), None, seed=0
+        )
+        venv.reset()
+        wait = venv.env_method("parse_action", "wait")[0]
+        venv.step([wait] * config.n_envs)
+        _, _, dones, infos = venv.step([wait] * config.n_envs)
+        assert dones.all() and [i["TimeLimit.truncated"] for i in infos] == [not terminal] * 2
+        venv.close()
 
 
 def test_a_negative_checkpoint_count_is_refused(tmp_path):
