@@ -359,8 +359,10 @@ def _write_tables(out: Path, rows: list[dict[str, Any]]) -> None:
 def plot_curves(out: Path, runs: Sequence[Any], config: ComparisonConfig) -> Path:
     """Plots mean validation success per arm (min-max band), guide and fade phases shaded.
 
-    The phases are read from a two-phase run's validations (the adaptive rule
-    may have moved the switch); without one, from the configured schedule.
+    The phases come from the two-phase runs' validations (the adaptive rule
+    moves each run's switch on its own): shaded to the median switch and the
+    median end of the fade, with a dotted line at each run's switch; without
+    such runs, from the configured schedule.
     """
     import matplotlib
 
@@ -370,9 +372,19 @@ def plot_curves(out: Path, runs: Sequence[Any], config: ComparisonConfig) -> Pat
     from feedbackgym.baselines.runner import read_curve
 
     figure, axis = plt.subplots(figsize=(8, 4.5))
-    switch, fade_end = _phase_bounds(runs, config)
+    bounds = _phase_bounds(runs, config)
+    switch, fade_end = (float(np.median([b[i] for b in bounds])) for i in (0, 1))
     axis.axvspan(0, switch, color="tab:green", alpha=0.08, label="first phase (two-phase arms)")
-    axis.axvspan(switch, fade_end, color="tab:orange", alpha=0.12, label="fade")
+    axis.axvspan(switch, fade_end, color="tab:orange", alpha=0.12, label="fade (median)")
+    if len(bounds) > 1:
+        for k, (each, _) in enumerate(bounds):
+            axis.axvline(
+                each,
+                color="tab:orange",
+                linestyle=":",
+                linewidth=1,
+                label="each run's switch" if k == 0 else None,
+            )
     for arm in dict.fromkeys(run.arm for run in runs):
         curves = [read_curve(r.out_dir) for r in runs if r.arm == arm]
         length = min(len(c["step"]) for c in curves)
@@ -392,9 +404,14 @@ def plot_curves(out: Path, runs: Sequence[Any], config: ComparisonConfig) -> Pat
     return path
 
 
-def _phase_bounds(runs: Sequence[Any], config: ComparisonConfig) -> tuple[float, float]:
+def _phase_bounds(runs: Sequence[Any], config: ComparisonConfig) -> list[tuple[float, float]]:
+    """Per two-phase run, the steps where its switch came and where its fade ended.
+
+    The configured ones when no two-phase run has switched.
+    """
     from feedbackgym.baselines.runner import read_curve
 
+    bounds = []
     for run in runs:
         if run.arm in ("guide-then-review", "review-then-guide"):
             curve = read_curve(run.out_dir)
@@ -403,7 +420,9 @@ def _phase_bounds(runs: Sequence[Any], config: ComparisonConfig) -> tuple[float,
             settled = [i for i in later if phases[i] != "fade"]
             if later:
                 end = curve["step"][settled[0]] if settled else curve["step"][-1]
-                return float(curve["step"][later[0]]), float(end)
+                bounds.append((float(curve["step"][later[0]]), float(end)))
+    if bounds:
+        return bounds
     steps_per_round = config.n_envs * config.n_steps
     switch = config.switch_at * config.rounds * steps_per_round
-    return switch, switch + config.fade_rounds * steps_per_round
+    return [(switch, switch + config.fade_rounds * steps_per_round)]

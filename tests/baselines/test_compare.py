@@ -3,6 +3,7 @@ import json
 import math
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -10,9 +11,14 @@ import pytest
 from feedbackgym.baselines.compare import (
     ComparisonConfig,
     _around_switch,
+    _phase_bounds,
     _steps_done,
+    plot_curves,
     run_comparison,
 )
+from feedbackgym.baselines.runner import CURVE_FIELDS
+
+PHASES = {"g": "guide", "f": "fade", "r": "review"}
 
 
 def test_compare_writes_every_output(tmp_path):
@@ -117,3 +123,22 @@ def test_success_around_the_switch_leaves_out_seeds_that_never_switched():
 def test_a_resumed_comparison_counts_the_steps_its_runs_have_done(tmp_path):
     (tmp_path / "state.json").write_text(json.dumps({"round": 3, "timesteps": 512}))
     assert _steps_done(str(tmp_path)) == 512 and _steps_done(str(tmp_path / "new")) == 0
+
+
+def test_the_plot_shades_the_median_switch_of_the_runs(tmp_path):
+    config = ComparisonConfig(
+        env_id="feedbackgym/OpsIncidentEasy-v0",
+        arms=["guide-then-review"],
+        seeds=3,
+        steps=4096,
+        out=str(tmp_path),
+    )
+    runs = []
+    for seed, phases in enumerate(["ggfrr", "gggfr", "gfrrr"]):
+        run = tmp_path / f"seed{seed}"
+        run.mkdir()
+        rows = [f"{100 * (i + 1)},{i + 1},{PHASES[p]},0.5,0.5,0.5,9" for i, p in enumerate(phases)]
+        (run / "curve.csv").write_text("\n".join([",".join(CURVE_FIELDS), *rows]) + "\n")
+        runs.append(SimpleNamespace(arm="guide-then-review", out_dir=str(run)))
+    assert _phase_bounds(runs, config) == [(300.0, 400.0), (400.0, 500.0), (200.0, 300.0)]
+    assert plot_curves(tmp_path, runs, config).stat().st_size > 0
