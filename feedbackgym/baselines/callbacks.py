@@ -106,7 +106,10 @@ class FeedbackCallback(BaseCallback):
     With ``review_credit=True`` the per-step credit of each review is added to
     the rewards of that episode's steps still in the buffer: for PPO in the
     rollout buffer, with returns and advantages recomputed before training;
-    for DQN-style learners in the replay buffer (reward relabelling).
+    for DQN-style learners in the replay buffer (reward relabelling). Credit
+    for a step no longer in the buffer (PPO has trained on its rollout, or the
+    replay slot has been overwritten since) is dropped and counted in
+    ``credit_dropped``.
 
     Args:
         first_round: Round index of the first rollout (for resumed runs).
@@ -136,14 +139,17 @@ class FeedbackCallback(BaseCallback):
         self.alert = alert if alert is not None else RewardDropAlert()
         self.on_round = on_round
         self.state: dict[str, Any] = {}
-        self._positions: dict[int, list[tuple[int, int]]] = defaultdict(list)
-        self._pending: list[tuple[int, int, float]] = []
+        self._positions: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
+        """Per env, this episode's steps: (rollout, buffer position, step call)."""
+        self._pending: list[tuple[int, int, float, int]] = []
         self._rollout = 0
         self._recording: bool | None = None
         self._in_steps = False
         self._pushed: float | None = None
         """The progress last pushed to the envs (``None`` before this run's first rollout)."""
         self.credit_applied = 0
+        self.credit_dropped = 0
+        """Credits whose step had already left the buffer (overwritten or trained on)."""
         self._system = SystemMonitor()
 
     # --- hooks ----------------------------------------------------------------------------
@@ -253,28 +259,36 @@ class FeedbackCallback(BaseCallback):
         buffer = self._buffer()
         infos, dones = self.locals["infos"], self.locals["dones"]
         for env_index, (info, done) in enumerate(zip(infos, dones, strict=True)):
-            self._positions[env_index].append((self._rollout, buffer.pos))
+            self._positions[env_index].append((self._rollout, buffer.pos, self.n_calls))
             credit = (info.get("feedback") or {}).get("credit")
             if credit:
                 positions = self._positions[env_index]
                 offset = len(positions) - (credit["start"] + len(credit["values"]))
                 for k, value in enumerate(credit["values"]):
-                    rollout, position = positions[offset + credit["start"] + k]
-                    if value and self._still_stored(rollout, position, buffer):
-                        self._pending.append((position, env_index, float(value)))
+                    rollout, position, call = positions[offset + credit["start"] + k]
+                    if not value:
+                        continue
+                    if self._replay(buffer) or rollout == self._rollout:
+                        self._pending.append((position, env_index, float(value), call))
+                    else:  # PPO has trained on that rollout already
+                        self.credit_dropped += 1
             if done:
                 self._positions[env_index] = []
 
-    def _still_stored(self, rollout: int, position: int, buffer: Any) -> bool:
-        if isinstance(buffer, (ReplayBuffer, DictReplayBuffer)):
-            return True  # overwritten slots are only those older than buffer_size
-        return rollout == self._rollout
+    @staticmethod
+    def _replay(buffer: Any) -> bool:
+        return isinstance(buffer, (ReplayBuffer, DictReplayBuffer))
 
     def _apply_credit(self) -> None:
         buffer = self._buffer()
-        for position, env_index, value in self._pending:
+        replay = self._replay(buffer)
+        for position, env_index, value, call in self._pending:
+            # A replay slot is overwritten buffer_size vector steps after it was written.
+            if replay and self.n_calls - call >= buffer.buffer_size:
+                self.credit_dropped += 1
+                continue
             buffer.rewards[position, env_index] += value
-        self.credit_applied += len(self._pending)
+            self.credit_applied += 1
         self._pending = []
         if hasattr(self.model, "rollout_buffer") and self.model.rollout_buffer is buffer:
             import torch

@@ -174,3 +174,19 @@ def test_review_credit_relabels_the_dqn_replay_buffer():
     assert callback.credit_applied > 0 and before
     rewards = model.replay_buffer.rewards[: model.replay_buffer.pos, 0]
     assert (rewards < 0).any()  # harmful steps were marked down
+
+
+def test_review_credit_skips_replay_slots_overwritten_since_their_step():
+    venv = VecMonitor(DummyVecEnv([make_env("review")]))
+    model = DQN(
+        "MultiInputPolicy",
+        venv,
+        learning_starts=50,
+        buffer_size=4,  # shorter than any episode: early steps are gone when the review comes
+        train_freq=16,
+        policy_kwargs={"net_arch": [8]},
+        seed=0,
+    )
+    callback = FeedbackCallback(review_credit=True)
+    model.learn(300, callback=callback)
+    assert callback.credit_dropped > 0
