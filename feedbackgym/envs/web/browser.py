@@ -19,7 +19,8 @@ Chromium is Debian's, from ``FEEDBACKGYM_CHROMIUM`` (default
 process carries ``FEEDBACKGYM_BROWSER_OWNER=<pid of the env process>`` in its
 environment, so leaks can be traced to the process that launched them, and
 its own temporary directory (``TMPDIR``), removed when it closes or is found
-dead, so that a killed browser leaves nothing behind.
+dead; the directories of processes that died without closing theirs (a vector
+env's workers end with ``os._exit``) are swept at the next launch.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ __all__ = [
     "PlaywrightError",
     "Route",
     "chromium_path",
+    "sweep_browser_dirs",
     "wait",
 ]
 
@@ -250,7 +252,8 @@ class BrowserHost:
             try:
                 if self._playwright is None:
                     self._playwright = await async_playwright().start()
-                self._browser_tmp = tempfile.mkdtemp(prefix="feedbackgym-chromium-")
+                sweep_browser_dirs()
+                self._browser_tmp = tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{self.pid}-")
                 self._browser = await self._playwright.chromium.launch(
                     executable_path=executable,
                     args=list(LAUNCH_FLAGS),
@@ -285,6 +288,30 @@ class BrowserHost:
     async def _stop(self) -> None:
         await self._close_browser()
         await self._stop_playwright()
+
+
+_TMP_PREFIX = "feedbackgym-chromium-"
+
+
+def sweep_browser_dirs() -> int:
+    """Removes the browser temp directories of processes that are gone; returns how many."""
+    removed = 0
+    for path in Path(tempfile.gettempdir()).glob(f"{_TMP_PREFIX}*-*"):
+        owner = path.name[len(_TMP_PREFIX) :].split("-", 1)[0]
+        if owner.isdigit() and not _alive(int(owner)):
+            shutil.rmtree(path, ignore_errors=True)
+            removed += 1
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
 
 
 def wait(future: concurrent.futures.Future[T], timeout: float = CALL_TIMEOUT_S) -> T:

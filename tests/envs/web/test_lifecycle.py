@@ -4,6 +4,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 
 import feedbackgym  # noqa: F401  (registers the ids)
+from feedbackgym.envs.web.browser import sweep_browser_dirs
 from feedbackgym.errors import FeedbackGymError
 from tests.envs.web.processes import browser_main, browser_processes
 
@@ -136,6 +138,10 @@ def test_async_vector_env_with_4_workers_each_with_its_own_chromium():
     assert all(browser_processes(worker) for worker in workers)
     envs.close()
     assert _wait_until(lambda: not any(browser_processes(worker) for worker in workers))
+    # The workers ended with os._exit, before their browsers' temp dirs could go: swept.
+    temp = Path(tempfile.gettempdir())
+    sweep_browser_dirs()
+    assert not [p for worker in workers for p in temp.glob(f"feedbackgym-chromium-{worker}-*")]
 
 
 def test_nothing_leaves_the_machine():
