@@ -265,9 +265,12 @@ class FeedbackCallback(BaseCallback):
                 positions = self._positions[env_index]
                 offset = len(positions) - (credit["start"] + len(credit["values"]))
                 for k, value in enumerate(credit["values"]):
-                    rollout, position, call = positions[offset + credit["start"] + k]
                     if not value:
                         continue
+                    if offset + credit["start"] + k < 0:  # a step from before this callback
+                        self.credit_dropped += 1
+                        continue
+                    rollout, position, call = positions[offset + credit["start"] + k]
                     if self._replay(buffer) or rollout == self._rollout:
                         self._pending.append((position, env_index, float(value), call))
                     else:  # PPO has trained on that rollout already

@@ -190,3 +190,12 @@ def test_review_credit_skips_replay_slots_overwritten_since_their_step():
     callback = FeedbackCallback(review_credit=True)
     model.learn(300, callback=callback)
     assert callback.credit_dropped > 0
+
+
+def test_review_credit_for_steps_before_the_callback_was_attached_is_dropped():
+    venv = VecMonitor(DummyVecEnv([make_env("review")] * 2))
+    model = PPO("MultiInputPolicy", venv, n_steps=32, batch_size=64, n_epochs=1, seed=0)
+    model.learn(64, callback=FeedbackCallback(review_credit=True))
+    later = FeedbackCallback(review_credit=True)  # attached while episodes are running
+    model.learn(128, callback=later, reset_num_timesteps=False)
+    assert later.credit_dropped > 0 and later.credit_applied > 0
