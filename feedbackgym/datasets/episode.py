@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import operator
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -351,7 +352,36 @@ def _flatten_into(columns: dict[str, np.ndarray], prefix: str, values: Sequence[
         column[:] = values
         columns[prefix] = column
     else:
-        columns[prefix] = np.asarray(values)
+        columns[prefix] = stack_rows(values)
+
+
+_dtype_of = operator.attrgetter("dtype")
+
+
+def stack_rows(values: Sequence[Any]) -> np.ndarray:
+    """``np.asarray(values)``, several times faster for a sequence of like arrays.
+
+    Arrays of one dtype and size are joined as bytes (``np.asarray`` inspects
+    every element's shape and type first, which for a few dozen small arrays
+    costs more than copying them); rows keep the first array's shape. Anything
+    else goes through ``np.asarray``.
+
+    Example:
+        >>> stack_rows([np.zeros(2, np.int8), np.ones(2, np.int8)]).tolist()
+        [[0, 0], [1, 1]]
+    """
+    first = values[0]
+    if type(first) is np.ndarray and first.dtype.kind != "O":
+        dtype = first.dtype
+        if list(map(_dtype_of, values)) == [dtype] * len(values):
+            try:
+                data = b"".join(values)
+            except (TypeError, ValueError, BufferError):  # a non-contiguous array
+                pass
+            else:
+                if len(data) == first.nbytes * len(values):
+                    return np.frombuffer(data, dtype).reshape(len(values), *first.shape)
+    return np.asarray(values)
 
 
 def nest_columns(columns: dict[str, np.ndarray], prefix: str) -> Any:

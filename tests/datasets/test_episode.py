@@ -7,7 +7,13 @@ from gymnasium import spaces
 
 from feedbackgym.datasets import TrajectoryStore
 from feedbackgym.datasets._codec import decode_episode, encode_episode
-from feedbackgym.datasets.episode import NEUTRAL, compatible, flatten_values, nest_columns
+from feedbackgym.datasets.episode import (
+    NEUTRAL,
+    compatible,
+    flatten_values,
+    nest_columns,
+    stack_rows,
+)
 from feedbackgym.wrappers import RecordTrajectories
 
 SPACE = spaces.Dict(
@@ -111,3 +117,27 @@ def test_incompatible_episodes_are_refused(store_path):
             other.step(other.unwrapped.expert_action())
     store.close()
     assert len(store) == 1
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        [np.arange(6, dtype=np.float32).reshape(2, 3), np.ones((2, 3), np.float32)],
+        [np.zeros(3), np.array([1, 2, 3])],  # float64 then int64: same size, other dtype
+        [np.arange(6)[::2], np.arange(3)],  # a non-contiguous row
+        [np.array(1.5), np.array(2.5)],  # 0-d rows
+        [np.zeros(2, np.int8), np.zeros(3, np.int8)],  # ragged: np.asarray's error
+        [np.array(["a", "bc"], object), np.array(["d", "e"], object)],
+    ],
+)
+def test_stack_rows_matches_asarray(rows):
+    try:
+        expected = np.asarray(rows)
+    except ValueError as error:
+        with pytest.raises(ValueError, match=str(error)[:20]):
+            stack_rows(rows)
+        return
+    stacked = stack_rows(rows)
+    assert stacked.dtype == expected.dtype
+    assert stacked.shape == expected.shape
+    np.testing.assert_array_equal(stacked, expected)

@@ -36,6 +36,7 @@ from collections.abc import Callable, Coroutine, Hashable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from feedbackgym._process import pid_alive
 from feedbackgym.errors import DependencyNotInstalled, FeedbackGymError
 
 try:
@@ -298,20 +299,10 @@ def sweep_browser_dirs() -> int:
     removed = 0
     for path in Path(tempfile.gettempdir()).glob(f"{_TMP_PREFIX}*-*"):
         owner = path.name[len(_TMP_PREFIX) :].split("-", 1)[0]
-        if owner.isdigit() and not _alive(int(owner)):
+        if owner.isdigit() and not pid_alive(int(owner)):
             shutil.rmtree(path, ignore_errors=True)
             removed += 1
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's process
-    return True
 
 
 def wait(future: concurrent.futures.Future[T], timeout: float = CALL_TIMEOUT_S) -> T:

@@ -29,6 +29,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
+from feedbackgym._process import pid_alive
 from feedbackgym.envs.code.sandbox.image import image_exists, image_tag
 from feedbackgym.envs.code.sandbox.protocol import (
     GRACE_SECONDS,
@@ -130,16 +131,6 @@ def _owner() -> str:
     return f"{_host_id()}:{os.getpid()}"
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 class ContainerPool:
     """Warm sandbox containers of one configuration, shared by the envs of a process.
 
@@ -218,7 +209,7 @@ class ContainerPool:
             return 0
         for container in containers:
             owner_host, _, pid = container.labels.get(LABEL, "").rpartition(":")
-            if owner_host == host and pid.isdigit() and not _pid_alive(int(pid)):
+            if owner_host == host and pid.isdigit() and not pid_alive(int(pid)):
                 try:
                     container.remove(force=True)
                     removed += 1
