@@ -34,13 +34,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from feedbackgym._process import pid_alive
 from feedbackgym.datasets._codec import encode_episode
 from feedbackgym.datasets._segment import FORMAT, FORMAT_VERSION, group_path, write_segment
 from feedbackgym.datasets._wal import LogFile, frame
 from feedbackgym.datasets.episode import Episode, Schema, compatible
 from feedbackgym.datasets.errors import StoreError, describe_os_error
 
-__all__ = ["ShardWriter", "WriterOptions"]
+__all__ = ["ShardWriter", "WriterOptions", "shard_host", "shard_writer_alive"]
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +72,22 @@ class _Flush:
 _Item = _Seal | _Flush | None
 
 
+def shard_host() -> str:
+    """This machine's name as shard names spell it (``{host}-{pid}-{token}``: no ``-``)."""
+    return re.sub(r"[^A-Za-z0-9_.]+", "_", socket.gethostname())
+
+
+def shard_writer_alive(shard: str) -> bool:
+    """Whether the process that writes ``shard`` may still be running.
+
+    A shard of another machine, or not named by :class:`ShardWriter`, counts as alive.
+    """
+    host, pid, _ = (shard.rsplit("-", 2) + ["", ""])[:3]
+    if host != shard_host() or not pid.isdigit():
+        return True
+    return pid_alive(int(pid))
+
+
 class ShardWriter:
     """Writes one shard of a store directory.
 
@@ -85,8 +102,7 @@ class ShardWriter:
     def __init__(self, directory: Path, options: WriterOptions) -> None:
         self.directory = directory
         self.options = options
-        host = re.sub(r"[^A-Za-z0-9_.]+", "_", socket.gethostname())
-        self.shard = f"{host}-{os.getpid()}-{secrets.token_hex(3)}"
+        self.shard = f"{shard_host()}-{os.getpid()}-{secrets.token_hex(3)}"
         self._queue: queue.Queue[_Item] = queue.Queue(options.queue_size)
         self._lock = threading.Lock()
         self._schemas: dict[tuple[str, str], list[Schema]] = {}

@@ -24,6 +24,7 @@ from feedbackgym.config import RetentionConfig
 from feedbackgym.datasets._catalog import COLD_DIR, Catalog, Entry, load_episodes
 from feedbackgym.datasets._hdf5 import h5py
 from feedbackgym.datasets._segment import SegmentRef, write_segment
+from feedbackgym.datasets._writer import shard_writer_alive
 from feedbackgym.datasets.errors import StoreError, describe_os_error
 from feedbackgym.datasets.store import TrajectoryStore
 
@@ -119,7 +120,7 @@ def prune(
         to_cold: list[RoundAge] = []
         to_delete: list[RoundAge] = []
         for (task_id, round), members in rounds.items():
-            if any(not isinstance(e.source, SegmentRef) for e in members):
+            if any(_still_logged(e, dry_run) for e in members):
                 continue  # a writer is still logging it
             newest = max(e.meta.end_time for e in members)
             age = RoundAge(task_id, round, len(members), (now - newest) / _DAY)
@@ -137,8 +138,20 @@ def prune(
     return PrunePlan(plan.to_cold, plan.to_delete, cold_file, False)
 
 
+def _still_logged(entry: Entry, dry_run: bool) -> bool:
+    """Whether ``entry`` is in a live writer's log.
+
+    A prune seals dead writers' logs before it plans; a dry run, which changes
+    nothing, counts them as sealed instead, so that it plans the same.
+    """
+    if isinstance(entry.source, SegmentRef):
+        return False
+    return not dry_run or shard_writer_alive(entry.meta.shard)
+
+
 def _is_hot(root: Path, entry: Entry) -> bool:
-    return isinstance(entry.source, SegmentRef) and entry.source.path.parent == root
+    """Whether ``entry`` is in the store's top level: a hot segment, or a log."""
+    return not isinstance(entry.source, SegmentRef) or entry.source.path.parent == root
 
 
 def _move_and_delete(

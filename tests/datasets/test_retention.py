@@ -1,6 +1,9 @@
 """Retention: hot rounds stay, old ones move to a gzip cold file, the oldest are deleted."""
 
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import gymnasium as gym
 import h5py
@@ -92,3 +95,27 @@ def test_prune_beside_a_live_writer_leaves_what_it_still_logs(store_path):
     assert [r.round for r in plan.to_cold] == ["0"] and plan.cold_file is not None
     writing.close()
     assert sorted(m.round for m in TrajectoryStore(store_path).episodes()) == ["0", "0", "1"]
+
+
+def test_a_dry_run_plans_what_a_prune_does_with_a_crashed_writers_log(store_path):
+    script = (
+        "import os, sys, gymnasium as gym, feedbackgym\n"
+        "from feedbackgym.wrappers import RecordTrajectories\n"
+        "from tests.datasets.utils import play\n"
+        "gym.register_envs(feedbackgym)\n"
+        "env = RecordTrajectories(gym.make('feedbackgym/OpsIncidentEasy-v0'), sys.argv[1])\n"
+        "play(env, [3])\n"
+        "os._exit(0)  # a crash: the episode stays in the log, unsealed\n"
+    )
+    subprocess.run(
+        [sys.executable, "-c", script, str(store_path)], check=True, cwd=Path(__file__).parents[2]
+    )
+    assert list(store_path.glob("*.log")) and not list(store_path.glob("*.h5"))
+    limits = RetentionConfig(hot_days=7, cold_days=90, min_raw_days=30)
+    now = time.time() + 8 * DAY
+    planned = prune(store_path, limits, now=now, dry_run=True)
+    assert [r.round for r in planned.to_cold] == ["0"]
+    assert list(store_path.glob("*.log"))  # the dry run changed nothing
+    done = prune(store_path, limits, now=now)
+    assert done.to_cold == planned.to_cold and done.cold_file is not None
+    assert not list(store_path.glob("*.log"))
