@@ -5,9 +5,9 @@ actions, reset when an episode ends), best of ``--repeats``:
 
 * the env alone beside the env under
   :class:`~feedbackgym.wrappers.RecordTrajectories`, then the recorder beside
-  the env under Minari's ``DataCollector``: each pair stepped in lockstep with
-  the same actions, each call timed on its own, so that other jobs on a shared
-  machine slow both alike (ratios: best over best, and the median of the
+  the env under Minari's ``DataCollector``: each pair plays the same episodes
+  (the same actions) taking turns episode by episode, so that other jobs on a
+  shared machine slow both alike (ratios: best over best, and the median of the
   per-repeat ratios); the recorder is timed to the end of ``close()`` (every
   episode in a sealed HDF5 file), Minari to the end of ``create_dataset``;
 * the write path alone on the episodes the recorder builds, alternated:
@@ -60,24 +60,41 @@ def play(env: gym.Env[Any, Any], actions: list[int]) -> None:
             env.reset()
 
 
-def lockstep(envs: dict[str, gym.Env[Any, Any]], actions: list[int]) -> dict[str, float]:
-    """Steps every env through ``actions`` together; returns each one's summed call time."""
+def episodes_of(actions: list[int]) -> list[list[int]]:
+    """Splits ``actions`` into the episodes they make on the env from seed 0."""
+    env = gym.make(ENV_ID)
+    env.reset(seed=0)
+    episodes: list[list[int]] = [[]]
+    for action in actions:
+        episodes[-1].append(action)
+        _, _, terminated, truncated, _ = env.step(action)
+        if terminated or truncated:
+            env.reset()
+            episodes.append([])
+    return [episode for episode in episodes if episode]
+
+
+def lockstep(envs: dict[str, gym.Env[Any, Any]], episodes: list[list[int]]) -> dict[str, float]:
+    """Plays ``episodes`` on every env, taking turns episode by episode; returns each one's time.
+
+    Taking turns keeps other jobs on a shared machine from favouring one env;
+    turns of a whole episode (not of a step) keep one env's data from evicting
+    the other's from the CPU caches at every step.
+    """
     spent = dict.fromkeys(envs, 0.0)
     clock = time.perf_counter
-
-    def call(name: str, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        start = clock()
-        result = method(*args, **kwargs)
-        spent[name] += clock() - start
-        return result
-
     for name, env in envs.items():
-        call(name, env.reset, seed=0)
-    for action in actions:
+        start = clock()
+        env.reset(seed=0)
+        spent[name] += clock() - start
+    for episode in episodes:
         for name, env in envs.items():
-            _, _, terminated, truncated, _ = call(name, env.step, action)
-            if terminated or truncated:
-                call(name, env.reset)
+            start = clock()
+            for action in episode:
+                _, _, terminated, truncated, _ = env.step(action)
+                if terminated or truncated:
+                    env.reset()
+            spent[name] += clock() - start
     return spent
 
 
@@ -101,9 +118,9 @@ def finish(name: str, env: gym.Env[Any, Any]) -> None:
         env.close()
 
 
-def timed_pair(envs: dict[str, gym.Env[Any, Any]], actions: list[int]) -> dict[str, float]:
+def timed_pair(envs: dict[str, gym.Env[Any, Any]], plays: list[list[int]]) -> dict[str, float]:
     """Lockstep run of ``envs``, each timed to the end of :func:`finish`."""
-    spent = lockstep(envs, actions)
+    spent = lockstep(envs, plays)
     for name, env in envs.items():
         start = time.perf_counter()
         finish(name, env)
@@ -111,19 +128,19 @@ def timed_pair(envs: dict[str, gym.Env[Any, Any]], actions: list[int]) -> dict[s
     return spent
 
 
-def env_timings(actions: list[int], workdir: Path, with_minari: bool) -> dict[str, float]:
+def env_timings(plays: list[list[int]], workdir: Path, with_minari: bool) -> dict[str, float]:
     """Seconds spent by the raw env and the recorder in lockstep, then the recorder and Minari.
 
-    Two pairs rather than three envs in one lockstep: Minari's step (about 0.5 ms)
-    between the other two evicts their data from the CPU caches and slows both,
-    the recorder (more data) the more.
+    Two pairs rather than three envs in one lockstep: Minari's episodes (about
+    0.5 ms a step) between the other two evict their data from the CPU caches and
+    slow both, the recorder (more data) the more.
     """
     spent = timed_pair(
         {
             "raw env": gym.make(ENV_ID),
             RECORDER: RecordTrajectories(gym.make(ENV_ID), workdir / "store"),
         },
-        actions,
+        plays,
     )
     if with_minari:
         from minari import DataCollector
@@ -134,7 +151,7 @@ def env_timings(actions: list[int], workdir: Path, with_minari: bool) -> dict[st
                 RECORDER: RecordTrajectories(gym.make(ENV_ID), workdir / "store-2"),
                 MINARI: DataCollector(gym.make(ENV_ID)),
             },
-            actions,
+            plays,
         )
         spent[f"{RECORDER} (beside Minari)"] = pair[RECORDER]
         spent[MINARI] = pair[MINARI]
@@ -240,6 +257,7 @@ def main() -> None:
     args = parser.parse_args()
     actions = np.random.default_rng(0).integers(70, size=args.steps).tolist()
     episodes = recorded_episodes(actions)
+    plays = episodes_of(actions)
     steps = sum(e.meta.length for e in episodes)
     missing = minari_missing()
     runs: list[dict[str, float]] = []
@@ -247,7 +265,7 @@ def main() -> None:
     for _ in range(args.repeats):
         workdir = Path(tempfile.mkdtemp(prefix="fg-bench-"))
         try:
-            runs.append(env_timings(actions, workdir, missing is None))
+            runs.append(env_timings(plays, workdir, missing is None))
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
         writes.append({name: measure(prepare, episodes) for name, prepare in WRITERS.items()})
