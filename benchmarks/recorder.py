@@ -3,13 +3,12 @@
 On ``feedbackgym/OpsIncident-v0`` (medium, vector observations, random
 actions, reset when an episode ends), best of ``--repeats``:
 
-* the env alone beside the env under
-  :class:`~feedbackgym.wrappers.RecordTrajectories`, then the recorder beside
-  the env under Minari's ``DataCollector``: each pair plays the same episodes
-  (the same actions) taking turns episode by episode, so that other jobs on a
-  shared machine slow both alike (ratios: best over best, and the median of the
-  per-repeat ratios); the recorder is timed to the end of ``close()`` (every
-  episode in a sealed HDF5 file), Minari to the end of ``create_dataset``;
+* the env alone, the env under :class:`~feedbackgym.wrappers.RecordTrajectories`
+  and the env under Minari's ``DataCollector``, one after another in every
+  repeat, on the same actions (ratios: best over best, and the median of the
+  per-repeat ratios; the machine should be idle); the recorder is timed to the
+  end of ``close()`` (every episode in a sealed HDF5 file), Minari to the end of
+  ``create_dataset``;
 * the write path alone on the episodes the recorder builds, alternated:
   ``TrajectoryStore`` (``add_episode`` for each, then ``close``: log, then
   sealed segment) against a raw batched h5py write of the same columns
@@ -60,44 +59,6 @@ def play(env: gym.Env[Any, Any], actions: list[int]) -> None:
             env.reset()
 
 
-def episodes_of(actions: list[int]) -> list[list[int]]:
-    """Splits ``actions`` into the episodes they make on the env from seed 0."""
-    env = gym.make(ENV_ID)
-    env.reset(seed=0)
-    episodes: list[list[int]] = [[]]
-    for action in actions:
-        episodes[-1].append(action)
-        _, _, terminated, truncated, _ = env.step(action)
-        if terminated or truncated:
-            env.reset()
-            episodes.append([])
-    return [episode for episode in episodes if episode]
-
-
-def lockstep(envs: dict[str, gym.Env[Any, Any]], episodes: list[list[int]]) -> dict[str, float]:
-    """Plays ``episodes`` on every env, taking turns episode by episode; returns each one's time.
-
-    Taking turns keeps other jobs on a shared machine from favouring one env;
-    turns of a whole episode (not of a step) keep one env's data from evicting
-    the other's from the CPU caches at every step.
-    """
-    spent = dict.fromkeys(envs, 0.0)
-    clock = time.perf_counter
-    for name, env in envs.items():
-        start = clock()
-        env.reset(seed=0)
-        spent[name] += clock() - start
-    for episode in episodes:
-        for name, env in envs.items():
-            start = clock()
-            for action in episode:
-                _, _, terminated, truncated, _ = env.step(action)
-                if terminated or truncated:
-                    env.reset()
-            spent[name] += clock() - start
-    return spent
-
-
 RECORDER = "env + RecordTrajectories"
 MINARI = "env + Minari DataCollector"
 
@@ -118,43 +79,29 @@ def finish(name: str, env: gym.Env[Any, Any]) -> None:
         env.close()
 
 
-def timed_pair(envs: dict[str, gym.Env[Any, Any]], plays: list[list[int]]) -> dict[str, float]:
-    """Lockstep run of ``envs``, each timed to the end of :func:`finish`."""
-    spent = lockstep(envs, plays)
-    for name, env in envs.items():
-        start = time.perf_counter()
-        finish(name, env)
-        spent[name] += time.perf_counter() - start
-    return spent
+def env_timings(actions: list[int], workdir: Path, with_minari: bool) -> dict[str, float]:
+    """Seconds each env takes for ``actions``, to the end of :func:`finish`, one after another.
 
-
-def env_timings(plays: list[list[int]], workdir: Path, with_minari: bool) -> dict[str, float]:
-    """Seconds spent by the raw env and the recorder in lockstep, then the recorder and Minari.
-
-    Two pairs rather than three envs in one lockstep: Minari's episodes (about
-    0.5 ms a step) between the other two evict their data from the CPU caches and
-    slow both, the recorder (more data) the more.
+    One at a time, as each would run: stepping them in turns (a step or an
+    episode each) lets one env's data evict the other's from the CPU caches,
+    which made the recorder look cheaper and the raw env dearer than alone.
     """
-    spent = timed_pair(
-        {
-            "raw env": gym.make(ENV_ID),
-            RECORDER: RecordTrajectories(gym.make(ENV_ID), workdir / "store"),
-        },
-        plays,
-    )
+    makers: dict[str, Callable[[], gym.Env[Any, Any]]] = {
+        "raw env": lambda: gym.make(ENV_ID),
+        RECORDER: lambda: RecordTrajectories(gym.make(ENV_ID), workdir / "store"),
+    }
     if with_minari:
         from minari import DataCollector
 
         os.environ["MINARI_DATASETS_PATH"] = str(workdir / "minari")
-        pair = timed_pair(
-            {
-                RECORDER: RecordTrajectories(gym.make(ENV_ID), workdir / "store-2"),
-                MINARI: DataCollector(gym.make(ENV_ID)),
-            },
-            plays,
-        )
-        spent[f"{RECORDER} (beside Minari)"] = pair[RECORDER]
-        spent[MINARI] = pair[MINARI]
+        makers[MINARI] = lambda: DataCollector(gym.make(ENV_ID))
+    spent = {}
+    for name, make in makers.items():
+        env = make()
+        start = time.perf_counter()
+        play(env, actions)
+        finish(name, env)
+        spent[name] = time.perf_counter() - start
     return spent
 
 
@@ -232,18 +179,18 @@ class EpisodeCapture(TrajectoryStore):
 
     def __init__(self) -> None:
         super().__init__(os.devnull)
-        self.episodes: list[Episode] = []
+        self.captured: list[Episode] = []
 
     def add_episode(self, episode: Episode) -> None:
         """Keeps ``episode``."""
-        self.episodes.append(episode)
+        self.captured.append(episode)
 
 
 def recorded_episodes(actions: list[int]) -> list[Episode]:
     """The episodes the recorder hands its store for ``actions`` (the write-path workload)."""
     capture = EpisodeCapture()
     play(RecordTrajectories(gym.make(ENV_ID), capture), actions)
-    return capture.episodes
+    return capture.captured
 
 
 def row(name: str, count: int, seconds: float, note: str = "") -> None:
@@ -257,7 +204,6 @@ def main() -> None:
     args = parser.parse_args()
     actions = np.random.default_rng(0).integers(70, size=args.steps).tolist()
     episodes = recorded_episodes(actions)
-    plays = episodes_of(actions)
     steps = sum(e.meta.length for e in episodes)
     missing = minari_missing()
     runs: list[dict[str, float]] = []
@@ -265,7 +211,7 @@ def main() -> None:
     for _ in range(args.repeats):
         workdir = Path(tempfile.mkdtemp(prefix="fg-bench-"))
         try:
-            runs.append(env_timings(plays, workdir, missing is None))
+            runs.append(env_timings(actions, workdir, missing is None))
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
         writes.append({name: measure(prepare, episodes) for name, prepare in WRITERS.items()})
@@ -285,10 +231,7 @@ def main() -> None:
     row("raw env", args.steps, raw)
     row(RECORDER, args.steps, recorder, f"{ratios(RECORDER, 'raw env')} raw step time")
     if missing is None:
-        beside = f"{RECORDER} (beside Minari)"
-        print("recorder and Minari, in a lockstep of their own:")
-        row(RECORDER, args.steps, best(beside))
-        row(MINARI, args.steps, best(MINARI), f"{ratios(MINARI, beside)} recorder's")
+        row(MINARI, args.steps, best(MINARI), f"{ratios(MINARI, RECORDER)} the recorder's")
     else:
         print(f"{MINARI:<28} skipped: {missing}")
     print(f"write path only, {steps} transitions (CPU time per transition in brackets):")
