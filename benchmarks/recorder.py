@@ -4,9 +4,9 @@ On ``feedbackgym/OpsIncident-v0`` (medium, vector observations, random
 actions, reset when an episode ends), best of ``--repeats``:
 
 * the env alone, the env under :class:`~feedbackgym.wrappers.RecordTrajectories`
-  and the env under Minari's ``DataCollector``, one after another in every
-  repeat, on the same actions (ratios: best over best, and the median of the
-  per-repeat ratios; the machine should be idle); the recorder is timed to the
+  and the env under Minari's ``DataCollector`` on the same actions, taking turns
+  a block of whole episodes (1,000 steps or more) at a time (ratios: best over
+  best, and the median of the per-repeat ratios); the recorder is timed to the
   end of ``close()`` (every episode in a sealed HDF5 file), Minari to the end of
   ``create_dataset``;
 * the write path alone on the episodes the recorder builds, alternated:
@@ -47,6 +47,7 @@ gym.register_envs(feedbackgym)
 
 ENV_ID = "feedbackgym/OpsIncident-v0"
 BATCH_ROWS = 10_000
+BLOCK_STEPS = 1_000
 Run = Callable[[], None]
 
 
@@ -79,12 +80,29 @@ def finish(name: str, env: gym.Env[Any, Any]) -> None:
         env.close()
 
 
-def env_timings(actions: list[int], workdir: Path, with_minari: bool) -> dict[str, float]:
-    """Seconds each env takes for ``actions``, to the end of :func:`finish`, one after another.
+def blocks_of(actions: list[int], steps: int) -> list[list[int]]:
+    """Splits ``actions`` into blocks of whole episodes (from seed 0), each ``steps`` or more."""
+    env = gym.make(ENV_ID)
+    env.reset(seed=0)
+    blocks: list[list[int]] = [[]]
+    for action in actions:
+        blocks[-1].append(action)
+        _, _, terminated, truncated, _ = env.step(action)
+        if terminated or truncated:
+            env.reset()
+            if len(blocks[-1]) >= steps:
+                blocks.append([])
+    return [block for block in blocks if block]
 
-    One at a time, as each would run: stepping them in turns (a step or an
-    episode each) lets one env's data evict the other's from the CPU caches,
-    which made the recorder look cheaper and the raw env dearer than alone.
+
+def env_timings(blocks: list[list[int]], workdir: Path, with_minari: bool) -> dict[str, float]:
+    """Seconds each env takes for the blocks, to the end of :func:`finish`.
+
+    The envs take turns a block (about a thousand steps) at a time: this VM's
+    speed drifts by tens of percent over minutes, which turns slow both alike,
+    while blocks keep one env's data from evicting the other's from the CPU
+    caches at every step (turns of a step made the recorder look 1.4x the raw
+    env where it is 1.6-1.9x on its own).
     """
     makers: dict[str, Callable[[], gym.Env[Any, Any]]] = {
         "raw env": lambda: gym.make(ENV_ID),
@@ -95,13 +113,25 @@ def env_timings(actions: list[int], workdir: Path, with_minari: bool) -> dict[st
 
         os.environ["MINARI_DATASETS_PATH"] = str(workdir / "minari")
         makers[MINARI] = lambda: DataCollector(gym.make(ENV_ID))
-    spent = {}
-    for name, make in makers.items():
-        env = make()
-        start = time.perf_counter()
-        play(env, actions)
+    envs = {name: make() for name, make in makers.items()}
+    spent = dict.fromkeys(envs, 0.0)
+    clock = time.perf_counter
+    for name, env in envs.items():
+        start = clock()
+        env.reset(seed=0)
+        spent[name] += clock() - start
+    for block in blocks:
+        for name, env in envs.items():
+            start = clock()
+            for action in block:
+                _, _, terminated, truncated, _ = env.step(action)
+                if terminated or truncated:
+                    env.reset()
+            spent[name] += clock() - start
+    for name, env in envs.items():
+        start = clock()
         finish(name, env)
-        spent[name] = time.perf_counter() - start
+        spent[name] += clock() - start
     return spent
 
 
@@ -204,6 +234,7 @@ def main() -> None:
     args = parser.parse_args()
     actions = np.random.default_rng(0).integers(70, size=args.steps).tolist()
     episodes = recorded_episodes(actions)
+    blocks = blocks_of(actions, BLOCK_STEPS)
     steps = sum(e.meta.length for e in episodes)
     missing = minari_missing()
     runs: list[dict[str, float]] = []
@@ -211,7 +242,7 @@ def main() -> None:
     for _ in range(args.repeats):
         workdir = Path(tempfile.mkdtemp(prefix="fg-bench-"))
         try:
-            runs.append(env_timings(actions, workdir, missing is None))
+            runs.append(env_timings(blocks, workdir, missing is None))
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
         writes.append({name: measure(prepare, episodes) for name, prepare in WRITERS.items()})
