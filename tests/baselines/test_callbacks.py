@@ -157,17 +157,22 @@ def test_review_credit_reaches_the_ppo_rollout_buffer():
     assert np.isfinite(model.rollout_buffer.advantages).all()
 
 
-def test_review_credit_relabels_the_dqn_replay_buffer():
+def _review_dqn(buffer_size):
+    """A small DQN on one review-arm env, with a replay buffer of ``buffer_size``."""
     venv = VecMonitor(DummyVecEnv([make_env("review")]))
-    model = DQN(
+    return DQN(
         "MultiInputPolicy",
         venv,
         learning_starts=50,
-        buffer_size=1000,
+        buffer_size=buffer_size,
         train_freq=16,
         policy_kwargs={"net_arch": [8]},
         seed=0,
     )
+
+
+def test_review_credit_relabels_the_dqn_replay_buffer():
+    model = _review_dqn(buffer_size=1000)
     before = []
     callback = FeedbackCallback(review_credit=True, on_round=lambda r, m: before.append(r))
     model.learn(300, callback=callback)
@@ -177,16 +182,8 @@ def test_review_credit_relabels_the_dqn_replay_buffer():
 
 
 def test_review_credit_skips_replay_slots_overwritten_since_their_step():
-    venv = VecMonitor(DummyVecEnv([make_env("review")]))
-    model = DQN(
-        "MultiInputPolicy",
-        venv,
-        learning_starts=50,
-        buffer_size=4,  # shorter than any episode: early steps are gone when the review comes
-        train_freq=16,
-        policy_kwargs={"net_arch": [8]},
-        seed=0,
-    )
+    # shorter than any episode: early steps are gone when the review comes
+    model = _review_dqn(buffer_size=4)
     callback = FeedbackCallback(review_credit=True)
     model.learn(300, callback=callback)
     assert callback.credit_dropped > 0
