@@ -52,8 +52,13 @@ Run = Callable[[], None]
 
 
 def play(env: gym.Env[Any, Any], actions: list[int]) -> None:
-    """Steps ``env`` through ``actions``, resetting when an episode ends."""
+    """Resets ``env`` with seed 0 and steps it through ``actions``."""
     env.reset(seed=0)
+    advance(env, actions)
+
+
+def advance(env: gym.Env[Any, Any], actions: list[int]) -> None:
+    """Steps ``env`` through ``actions``, resetting when an episode ends."""
     for action in actions:
         _, _, terminated, truncated, _ = env.step(action)
         if terminated or truncated:
@@ -123,10 +128,7 @@ def env_timings(blocks: list[list[int]], workdir: Path, with_minari: bool) -> di
     for block in blocks:
         for name, env in envs.items():
             start = clock()
-            for action in block:
-                _, _, terminated, truncated, _ = env.step(action)
-                if terminated or truncated:
-                    env.reset()
+            advance(env, block)
             spent[name] += clock() - start
     for name, env in envs.items():
         start = clock()
