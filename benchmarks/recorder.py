@@ -40,6 +40,7 @@ import numpy as np
 
 import feedbackgym
 from feedbackgym.datasets import Episode, TrajectoryStore
+from feedbackgym.datasets._codec import EncodedEpisode, decode_encoded
 from feedbackgym.datasets.episode import concat_columns
 from feedbackgym.wrappers import RecordTrajectories
 
@@ -213,9 +214,9 @@ class EpisodeCapture(TrajectoryStore):
         super().__init__(os.devnull)
         self.captured: list[Episode] = []
 
-    def add_episode(self, episode: Episode) -> None:
-        """Keeps ``episode``."""
-        self.captured.append(episode)
+    def add_encoded(self, episode: EncodedEpisode) -> None:
+        """Keeps ``episode``, as columns."""
+        self.captured.append(decode_encoded(episode))
 
 
 def recorded_episodes(actions: list[int]) -> list[Episode]:

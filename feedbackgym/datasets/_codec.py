@@ -6,6 +6,12 @@ row shape) and the column bytes in order; a column's row count follows from
 its family (see :func:`~.episode.column_rows`). String columns are stored as
 ``int64`` UTF-8 byte lengths followed by the concatenated UTF-8 bytes. No
 pickle: a log from elsewhere is only data.
+
+An :class:`EncodedEpisode` is a record before its header: the column bytes,
+with the metadata and schema beside them. The recorder produces one straight
+from an episode's steps (:meth:`~.builder.EpisodeBuilder.encode`), the writer
+keeps it until the segment is sealed, and the header is written last, once
+the store has numbered the episode.
 """
 
 from __future__ import annotations
@@ -13,14 +19,49 @@ from __future__ import annotations
 import functools
 import json
 import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from feedbackgym.datasets.episode import Episode, EpisodeMeta, Schema, column_rows
 
-__all__ = ["decode_episode", "encode_episode"]
+__all__ = [
+    "EncodedEpisode",
+    "concat_encoded",
+    "decode_encoded",
+    "decode_episode",
+    "encode_episode",
+    "record_body",
+    "text_pieces",
+]
 
 _U32 = struct.Struct("<I")
+
+
+@dataclass
+class EncodedEpisode:
+    """An episode as record bytes: its columns, in :attr:`schema` order.
+
+    Attributes:
+        meta: The metadata (stamped by the store; written into the header then).
+        schema: The columns' names, dtypes and row shapes.
+        events: How many feedback events (rows of the ``events/*`` columns).
+        data: The column bytes.
+    """
+
+    meta: EpisodeMeta
+    schema: Schema
+    events: int
+    data: bytes
+
+    def rows(self, name: str) -> int:
+        """How many rows column ``name`` has."""
+        family = column_rows(name)
+        if family == "event":
+            return self.events
+        return self.meta.length + (family == "observation")
 
 
 @functools.lru_cache(maxsize=64)
@@ -28,22 +69,32 @@ def _columns_json(schema: Schema) -> str:
     return json.dumps([[name, dtype.str, list(shape)] for name, dtype, shape in schema])
 
 
-def encode_episode(episode: Episode) -> bytes:
-    """Returns the record body of ``episode``."""
-    events = episode.rows("events/row")
-    header = (
-        f'{{"meta":{json.dumps(episode.meta.to_dict())},"events":{events},'
-        f'"columns":{_columns_json(episode.schema)}}}'
-    ).encode()
-    pieces = [_U32.pack(len(header)), header]
+def text_pieces(values: Sequence[str] | np.ndarray) -> list[bytes]:
+    """A string column's bytes: ``int64`` UTF-8 lengths, then the UTF-8 bytes."""
+    raw = [s.encode() for s in values]
+    return [np.fromiter(map(len, raw), np.int64, len(raw)).tobytes(), b"".join(raw)]
+
+
+def encode_episode(episode: Episode) -> EncodedEpisode:
+    """Returns ``episode`` as record bytes (sharing its metadata object)."""
+    pieces: list[Any] = []
     for column in episode.columns.values():
         if column.dtype == object:
-            raw = [s.encode() for s in column]
-            pieces.append(np.fromiter(map(len, raw), np.int64, len(raw)).tobytes())
-            pieces.append(b"".join(raw))
+            pieces += text_pieces(column)
         else:
             pieces.append(column.tobytes())  # C order; copying small arrays beats viewing them
-    return b"".join(pieces)
+    return EncodedEpisode(
+        episode.meta, episode.schema, episode.rows("events/row"), b"".join(pieces)
+    )
+
+
+def record_body(encoded: EncodedEpisode) -> list[bytes]:
+    """The record body of ``encoded``, in pieces: header length, header, column bytes."""
+    header = (
+        f'{{"meta":{json.dumps(encoded.meta.to_dict())},"events":{encoded.events},'
+        f'"columns":{_columns_json(encoded.schema)}}}'
+    ).encode()
+    return [_U32.pack(len(header)), header, encoded.data]
 
 
 def decode_episode(body: bytes) -> Episode:
@@ -57,23 +108,134 @@ def decode_episode(body: bytes) -> Episode:
     offset = _U32.size + header_length
     header = json.loads(bytes(view[_U32.size : offset]))
     meta = EpisodeMeta.from_dict(header["meta"])
-    rows = {"observation": meta.length + 1, "step": meta.length, "event": header["events"]}
+    columns = header["columns"]
+    schema = tuple((name, np.dtype(dtype), tuple(shape)) for name, dtype, shape in columns)
+    return Episode(meta, _read_columns(view, offset, schema, meta.length, header["events"]))
+
+
+def decode_encoded(encoded: EncodedEpisode) -> Episode:
+    """The episode whose record bytes ``encoded`` holds (arrays are read-only views of them).
+
+    Raises:
+        ValueError: The bytes do not match the schema.
+    """
+    columns = _read_columns(
+        memoryview(encoded.data), 0, encoded.schema, encoded.meta.length, encoded.events
+    )
+    return Episode(encoded.meta, columns)
+
+
+def concat_encoded(episodes: Sequence[EncodedEpisode]) -> dict[str, np.ndarray]:
+    """The columns of episodes of one schema (at least one), concatenated from their bytes.
+
+    The episodes' bytes are joined once, and every column is gathered from
+    them with a few array operations (text: one decode per episode), so the
+    cost does not grow with the number of episodes times columns.
+
+    Raises:
+        ValueError: The episodes' schemas differ, or their bytes do not match it.
+    """
+    schema = episodes[0].schema
+    if any(e.schema != schema for e in episodes):
+        raise ValueError("episodes of different schemas cannot be joined column by column")
+    sizes = np.array([len(e.data) for e in episodes], np.int64)
+    data = np.frombuffer(b"".join([e.data for e in episodes]), np.uint8)
+    lengths = np.array([e.meta.length for e in episodes], np.int64)
+    counts = np.stack([lengths + 1, lengths, np.array([e.events for e in episodes])], axis=1)
+    layout = _layout(schema)
+    rows = counts[:, [family for family, _ in layout]]  # (episodes, columns)
+    starts = np.empty_like(rows)
+    offset = np.cumsum(sizes) - sizes  # where each episode's next column starts in data
+    for index, (_, row_size) in enumerate(layout):
+        starts[:, index] = offset
+        if row_size >= 0:
+            offset = offset + rows[:, index] * row_size
+        else:  # text: int64 lengths, then the bytes
+            text_bytes = [
+                int(np.frombuffer(data, np.int64, n, start).sum())
+                for n, start in zip(rows[:, index].tolist(), offset.tolist(), strict=True)
+            ]
+            offset = offset + 8 * rows[:, index] + np.array(text_bytes, np.int64)
+    bad = np.flatnonzero(offset != np.cumsum(sizes))
+    if len(bad):
+        extra = int(np.cumsum(sizes)[bad[0]] - offset[bad[0]])
+        raise ValueError(f"episode record has {extra} unexpected trailing bytes")
     columns: dict[str, np.ndarray] = {}
-    for name, dtype, shape in header["columns"]:
+    for index, ((name, dtype, shape), (_, row_size)) in enumerate(zip(schema, layout, strict=True)):
+        count = rows[:, index]
+        if row_size < 0:
+            view = data.data
+            texts = [
+                text
+                for n, start in zip(count.tolist(), starts[:, index].tolist(), strict=True)
+                for text in _read_text(view, start, n)[0]
+            ]
+            columns[name] = np.empty(len(texts), object)
+            columns[name][:] = texts
+        else:
+            columns[name] = _gather_rows(data, starts[:, index], count, row_size, dtype, shape)
+    return columns
+
+
+def _gather_rows(
+    data: np.ndarray,
+    starts: np.ndarray,
+    count: np.ndarray,
+    row_size: int,
+    dtype: np.dtype[Any],
+    shape: tuple[int, ...],
+) -> np.ndarray:
+    """The rows of a column that starts at ``starts[e]`` with ``count[e]`` rows in episode ``e``."""
+    total = int(count.sum())
+    if row_size == 0 or total == 0:
+        return np.empty((total, *shape), dtype)
+    # Row j of the column, the k-th of its episode e, starts at starts[e] + k * row_size.
+    before = np.cumsum(count) - count
+    offsets = np.repeat(starts - before * row_size, count) + np.arange(total) * row_size
+    rows = np.lib.stride_tricks.sliding_window_view(data, row_size)[offsets]
+    return rows.view(dtype).reshape(total, *shape)
+
+
+@functools.lru_cache(maxsize=64)
+def _layout(schema: Schema) -> tuple[tuple[int, int], ...]:
+    """Per column: its row family (0 observation, 1 step, 2 event) and bytes per row (-1: text)."""
+    families = {"observation": 0, "step": 1, "event": 2}
+    return tuple(
+        (
+            families[column_rows(name)],
+            -1 if dtype.kind == "O" else dtype.itemsize * int(np.prod(shape, dtype=np.int64)),
+        )
+        for name, dtype, shape in schema
+    )
+
+
+def _read_text(view: memoryview, offset: int, count: int) -> tuple[list[str], int]:
+    """A string column's values and the offset after them."""
+    lengths = np.frombuffer(view, np.int64, count, offset)
+    offset += lengths.nbytes
+    texts = []
+    for size in lengths.tolist():
+        texts.append(bytes(view[offset : offset + size]).decode())
+        offset += size
+    return texts, offset
+
+
+def _read_columns(
+    view: memoryview, offset: int, schema: Schema, length: int, events: int
+) -> dict[str, np.ndarray]:
+    rows = {"observation": length + 1, "step": length, "event": events}
+    columns: dict[str, np.ndarray] = {}
+    for name, dtype, shape in schema:
         count = rows[column_rows(name)]
-        kind = np.dtype(dtype)
-        if kind.kind == "O":
-            lengths = np.frombuffer(view, np.int64, count, offset)
-            offset += lengths.nbytes
+        if dtype.kind == "O":
+            texts, offset = _read_text(view, offset, count)
             column = np.empty(count, object)
-            for i, length in enumerate(lengths.tolist()):
-                column[i] = bytes(view[offset : offset + length]).decode()
-                offset += length
+            column[:] = texts
         else:
             items = count * int(np.prod(shape, dtype=np.int64))
-            column = np.frombuffer(view, kind, items, offset).reshape(count, *shape)
-            offset += items * kind.itemsize
+            column = np.frombuffer(view, dtype, items, offset).reshape(count, *shape)
+            offset += items * dtype.itemsize
         columns[name] = column
-    if offset != len(body):
-        raise ValueError(f"episode record has {len(body) - offset} unexpected trailing bytes")
-    return Episode(meta, columns)
+    if offset != len(view):
+        raise ValueError(f"episode record has {len(view) - offset} unexpected trailing bytes")
+    return columns

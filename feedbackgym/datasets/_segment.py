@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from feedbackgym.datasets._codec import EncodedEpisode, concat_encoded, decode_encoded
 from feedbackgym.datasets._hdf5 import h5py
 from feedbackgym.datasets._wal import fsync_directory
 from feedbackgym.datasets.episode import (
@@ -29,6 +30,7 @@ from feedbackgym.datasets.episode import (
     column_rows,
     compatible,
     concat_columns,
+    with_neutral,
 )
 
 __all__ = [
@@ -47,7 +49,7 @@ FORMAT_VERSION = 1
 CHUNK_BYTES = 256 * 1024
 """Target size of one chunk."""
 _BLOCK = 4 << 20
-"""Steps by which HDF5 grows a segment's in-memory image."""
+"""Bytes by which HDF5 grows a segment's in-memory image."""
 _STRING_ROW_BYTES = 16
 _RESERVED = ("episodes", "json")
 
@@ -80,7 +82,7 @@ def group_path(task_id: str, round: str) -> str:
 
 def write_segment(
     path: Path,
-    episodes: Sequence[Episode],
+    episodes: Sequence[Episode | EncodedEpisode],
     *,
     compression: str | None = None,
     compression_opts: int | None = None,
@@ -92,13 +94,14 @@ def write_segment(
     HDF5 builds the file in memory; its bytes are then written to
     ``path.tmp`` and renamed to ``path``, so ``path`` either does not exist or
     holds every episode, and a full disk surfaces as a plain ``OSError`` from
-    that write rather than inside HDF5.
+    that write rather than inside HDF5 (where a failed write leaves the
+    library's file state broken, up to crashing the process at exit).
 
     Raises:
         OSError: Writing failed (the temporary file is removed).
         ValueError: Episodes of one task and round have different columns.
     """
-    groups: dict[tuple[str, str], list[Episode]] = {}
+    groups: dict[tuple[str, str], list[Episode | EncodedEpisode]] = {}
     for episode in episodes:
         groups.setdefault((episode.meta.task_id, episode.meta.round), []).append(episode)
     with h5py.File(path.name, "w", driver="core", backing_store=False, block_size=_BLOCK) as file:
@@ -147,7 +150,10 @@ def _write_atomically(path: Path, data: bytes, fsync: bool) -> None:
 
 
 def _write_group(
-    group: Any, episodes: list[Episode], compression: str | None, opts: int | None
+    group: Any,
+    episodes: list[Episode | EncodedEpisode],
+    compression: str | None,
+    opts: int | None,
 ) -> None:
     first = episodes[0]
     schema = first.schema
@@ -159,12 +165,23 @@ def _write_group(
             )
     group.attrs["task_id"] = first.meta.task_id
     group.attrs["round"] = first.meta.round
-    for name, column in concat_columns(episodes).items():
+    for name, column in _concat(episodes).items():
         _create(group, name, column, compression, opts)
     strings = _Strings()
     for name, column in _index_columns(episodes, strings).items():
         _create(group, f"episodes/{name}", column, compression, opts)
     _create(group, "json", strings.column(), None, None)
+
+
+def _concat(episodes: list[Episode | EncodedEpisode]) -> dict[str, np.ndarray]:
+    """The columns of compatible episodes, concatenated (from the bytes, when all are encoded)."""
+    schema = episodes[0].schema
+    if all(isinstance(e, EncodedEpisode) and e.schema == schema for e in episodes):
+        columns = concat_encoded(episodes)  # type: ignore[arg-type]
+        return with_neutral(columns, sum(e.meta.length for e in episodes), len(episodes))
+    return concat_columns(
+        [decode_encoded(e) if isinstance(e, EncodedEpisode) else e for e in episodes]
+    )
 
 
 def _create(
@@ -207,7 +224,9 @@ class _Strings:
         return column
 
 
-def _index_columns(episodes: list[Episode], strings: _Strings) -> dict[str, np.ndarray]:
+def _index_columns(
+    episodes: list[Episode | EncodedEpisode], strings: _Strings
+) -> dict[str, np.ndarray]:
     metas = [e.meta for e in episodes]
     lengths = np.array([m.length for m in metas], np.int64)
     events = np.array([e.rows("events/row") for e in episodes], np.int64)
@@ -235,9 +254,9 @@ def _index_columns(episodes: list[Episode], strings: _Strings) -> dict[str, np.n
         "config_version": np.array(
             [-1 if m.config_version is None else m.config_version for m in metas], np.int64
         ),
-        "config_changes": _refs(strings, [list(m.config_changes) for m in metas]),
+        "config_changes": _refs(strings, [m.config_changes for m in metas]),
         "env_spec": np.array([strings.ref(m.env_spec) for m in metas], np.int32),
-        "subgoal_ids": _refs(strings, [list(m.subgoal_ids) for m in metas]),
+        "subgoal_ids": _refs(strings, [m.subgoal_ids for m in metas]),
     }
 
 
@@ -245,8 +264,20 @@ def _text(values: list[str]) -> np.ndarray:
     return np.array([v.encode() for v in values], "S")
 
 
-def _refs(strings: _Strings, values: list[Any]) -> np.ndarray:
-    return np.array([strings.ref(json.dumps(v)) for v in values], np.int32)
+def _refs(strings: _Strings, values: list[tuple[Any, ...]]) -> np.ndarray:
+    """Refs to each tuple as a JSON list (tuples of dicts are encoded each time, others once)."""
+    refs: dict[tuple[Any, ...], int] = {}
+
+    def ref(value: tuple[Any, ...]) -> int:
+        try:
+            return refs[value]
+        except KeyError:
+            found = refs[value] = strings.ref(json.dumps(value))
+            return found
+        except TypeError:  # unhashable: config changes are dicts
+            return strings.ref(json.dumps(value))
+
+    return np.array([ref(v) for v in values], np.int32)
 
 
 def read_index(path: Path) -> list[tuple[EpisodeMeta, SegmentRef]]:

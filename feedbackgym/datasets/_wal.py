@@ -34,9 +34,12 @@ _FRAME = struct.Struct("<4sIQ")
 _RECORD = b"FGEP"
 
 
-def frame(body: bytes) -> list[Piece]:
-    """A record body and its prefix (magic, CRC-32, length), to append without joining them."""
-    return [_FRAME.pack(_RECORD, zlib.crc32(body), len(body)), body]
+def frame(body: Sequence[Piece]) -> list[Piece]:
+    """A record body, given in pieces, behind its prefix (magic, CRC-32, length): one append."""
+    crc = 0
+    for piece in body:
+        crc = zlib.crc32(piece, crc)
+    return [_FRAME.pack(_RECORD, crc, sum(map(len, body))), *body]
 
 
 class LogFile:
@@ -59,7 +62,7 @@ class LogFile:
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             self.size = 0
-            self.append([FILE_MAGIC, *frame(json.dumps(header).encode())])
+            self.append([FILE_MAGIC, *frame([json.dumps(header).encode()])])
             os.replace(hidden, path)
             if fsync:
                 fsync_directory(path.parent)

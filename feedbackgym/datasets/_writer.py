@@ -35,10 +35,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from feedbackgym._process import pid_alive
-from feedbackgym.datasets._codec import encode_episode
+from feedbackgym.datasets._codec import EncodedEpisode, record_body
 from feedbackgym.datasets._segment import FORMAT, FORMAT_VERSION, group_path, write_segment
 from feedbackgym.datasets._wal import LogFile, frame
-from feedbackgym.datasets.episode import Episode, Schema, compatible
+from feedbackgym.datasets.episode import Schema, compatible
 from feedbackgym.datasets.errors import StoreError, describe_os_error
 
 __all__ = ["ShardWriter", "WriterOptions", "shard_host", "shard_writer_alive"]
@@ -61,7 +61,7 @@ class WriterOptions:
 @dataclass(frozen=True)
 class _Seal:
     log: LogFile
-    episodes: list[Episode]
+    episodes: list[EncodedEpisode]
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,7 @@ class ShardWriter:
         self._error: StoreError | None = None
         self._next_episode = 0
         self._sequence = 0
-        self._batch: list[Episode] = []
+        self._batch: list[EncodedEpisode] = []
         self._log_steps = 0
         self._log_since = 0.0
         self.logged = 0
@@ -127,7 +127,7 @@ class ShardWriter:
 
     # --- producer side --------------------------------------------------------------------
 
-    def submit(self, episode: Episode) -> None:
+    def submit(self, episode: EncodedEpisode) -> None:
         """Stamps ``episode`` with this shard and its number and logs it; durable on return.
 
         Raises:
@@ -158,7 +158,7 @@ class ShardWriter:
             try:
                 if self._log is None:
                     self._log = self._open_log()
-                self._log.append(frame(encode_episode(episode)))
+                self._log.append(frame(record_body(episode)))
             except OSError as error:
                 path = self._log_path()
                 raise StoreError(
@@ -262,7 +262,7 @@ class ShardWriter:
             item = self._take_log()
         self._seal(item.log, item.episodes)
 
-    def _seal(self, log: LogFile, episodes: list[Episode]) -> None:
+    def _seal(self, log: LogFile, episodes: list[EncodedEpisode]) -> None:
         if self._error is not None:
             log.close()
             return

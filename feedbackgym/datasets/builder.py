@@ -1,7 +1,9 @@
 """Collects an episode step by step and turns it into an :class:`~.episode.Episode`.
 
 Steps are kept by reference while the episode runs (one list append per step);
-:meth:`EpisodeBuilder.build` converts them to columns once, at the end. The
+:meth:`EpisodeBuilder.encode` turns them into record bytes once, at the end
+(each column's rows joined straight into the bytes the log and the sealed
+segment are made from), and :meth:`EpisodeBuilder.build` into columns. The
 info fields the feedback wrappers write are read when present and left
 neutral when absent, so a bare env records too: ``env_reward`` (else the
 reward), ``shaping_reward`` (else 0), ``feedback`` (``guide``, ``review``,
@@ -14,16 +16,19 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from feedbackgym.datasets._codec import EncodedEpisode, decode_encoded, text_pieces
 from feedbackgym.datasets.episode import (
     PHASE_DTYPE,
     Episode,
     EpisodeMeta,
     FeedbackType,
-    flatten_values,
+    leaf_values,
+    row_bytes,
 )
 
 __all__ = ["MAX_SUBGOALS", "EpisodeBuilder"]
@@ -32,6 +37,7 @@ MAX_SUBGOALS = 64
 """Most subgoals ``subgoals/done`` (a 64-bit mask per observation) can hold."""
 
 _NONE: dict[str, Any] = {}
+_OBJECT = np.dtype(object)
 _EVENT_KEYS = ((int(FeedbackType.GUIDE), "guide"), (int(FeedbackType.REVIEW), "review"))
 """Plain ints: numpy looks attributes up on an enum member at every use."""
 _to_json = json.JSONEncoder(separators=(",", ":")).encode
@@ -69,6 +75,9 @@ class EpisodeBuilder:
     ) -> None:
         self._first = (obs, info)
         self._steps: list[tuple[Any, Any, Any, bool, bool, dict[str, Any]]] = []
+        self.add_step = self._steps.append
+        """:meth:`add` taking one ``(action, obs, reward, terminated, truncated, info)``
+        tuple: a recorder's per-step call, without a Python frame."""
         self.task_id = task_id
         self.round = round
         self.seed = seed
@@ -87,7 +96,7 @@ class EpisodeBuilder:
         info: dict[str, Any],
     ) -> None:
         """Records one step (by reference: the env must not reuse the objects in place)."""
-        self._steps.append((action, obs, reward, terminated, truncated, info))
+        self.add_step((action, obs, reward, terminated, truncated, info))
 
     def build(
         self,
@@ -98,7 +107,31 @@ class EpisodeBuilder:
         config_changes: tuple[dict[str, Any], ...] = (),
         env_spec: str = "",
     ) -> Episode:
-        """Converts the steps to columns.
+        """Converts the steps to columns (read-only arrays); arguments as for :meth:`encode`.
+
+        Raises:
+            ValueError: As for :meth:`encode`.
+        """
+        return decode_encoded(
+            self.encode(
+                end_time=end_time,
+                switch_time=switch_time,
+                config_version=config_version,
+                config_changes=config_changes,
+                env_spec=env_spec,
+            )
+        )
+
+    def encode(
+        self,
+        *,
+        end_time: float,
+        switch_time: float | None = None,
+        config_version: int | None = None,
+        config_changes: tuple[dict[str, Any], ...] = (),
+        env_spec: str = "",
+    ) -> EncodedEpisode:
+        """Converts the steps to record bytes, for a store's :meth:`~.TrajectoryStore.add_encoded`.
 
         Args:
             end_time: Wall-clock time of the last step.
@@ -108,8 +141,9 @@ class EpisodeBuilder:
             env_spec: The env spec as JSON.
 
         Raises:
-            ValueError: The episode has no steps, or more than
-                :data:`MAX_SUBGOALS` subgoals.
+            ValueError: The episode has no steps, more than :data:`MAX_SUBGOALS`
+                subgoals, or an observation or action that is neither numbers
+                nor text.
         """
         if not self._steps:
             raise ValueError("an episode needs at least one step")
@@ -118,24 +152,35 @@ class EpisodeBuilder:
         )
         first_obs, first_info = self._first
         all_infos = (first_info, *infos)
-        columns = flatten_values("observations", (first_obs, *observations))
-        columns.update(flatten_values("actions", actions))
-        columns["rewards"] = np.array(rewards, np.float64)
-        columns["terminations"] = np.array(terminations, bool)
-        columns["truncations"] = np.array(truncations, bool)
+        columns = _RecordColumns()
+        columns.add_values("observations", (first_obs, *observations))
+        columns.add_values("actions", actions)
+        reward_column = np.array(rewards, np.float64)
+        columns.add("rewards", reward_column)
+        columns.add("terminations", np.array(terminations, bool))
+        columns.add("truncations", np.array(truncations, bool))
         if any("env_reward" in i or "shaping_reward" in i for i in infos):
-            columns["env_rewards"] = np.array(
-                [i.get("env_reward", r) for i, r in zip(infos, rewards, strict=True)],
-                np.float64,
+            columns.add(
+                "env_rewards",
+                np.array(
+                    [i.get("env_reward", r) for i, r in zip(infos, rewards, strict=True)],
+                    np.float64,
+                ),
             )
-            columns["shaping_rewards"] = np.array(
-                [i.get("shaping_reward", 0.0) for i in infos], np.float64
+            columns.add(
+                "shaping_rewards",
+                np.array([i.get("shaping_reward", 0.0) for i in infos], np.float64),
             )
+        events = 0
         if any("feedback" in i for i in all_infos):
-            columns.update(_feedback_columns(all_infos))
+            feedback = _feedback_columns(all_infos)
+            events = len(feedback.get("events/row", ()))
+            for name, column in feedback.items():
+                columns.add(name, column)
         subgoal_ids: tuple[str, ...] = ()
         if any("subgoals" in i for i in all_infos):
-            subgoal_ids, columns["subgoals/done"] = _subgoal_masks(all_infos)
+            subgoal_ids, masks = _subgoal_masks(all_infos)
+            columns.add("subgoals/done", masks)
         last = infos[-1]
         success = last.get("is_success")
         meta = EpisodeMeta(
@@ -147,7 +192,7 @@ class EpisodeBuilder:
             seed=self.seed,
             success=None if success is None else bool(success),
             outcome=str(last.get("outcome", "")),
-            episode_return=float(columns["rewards"].sum()),
+            episode_return=float(reward_column.sum()),
             phase=str(first_info.get("feedback", _NONE).get("phase", "")),
             switch_time=switch_time,
             config_version=config_version,
@@ -155,7 +200,50 @@ class EpisodeBuilder:
             env_spec=env_spec,
             subgoal_ids=subgoal_ids,
         )
-        return Episode(meta, columns)
+        return EncodedEpisode(meta, tuple(columns.schema), events, b"".join(columns.pieces))
+
+
+class _RecordColumns:
+    """Columns gathered as record bytes: their schema and the pieces of their bytes, in order."""
+
+    def __init__(self) -> None:
+        self.schema: list[tuple[str, np.dtype[Any], tuple[int, ...]]] = []
+        self.pieces: list[bytes] = []
+
+    def add(self, name: str, column: np.ndarray) -> None:
+        """Adds a whole column.
+
+        Raises:
+            ValueError: It holds objects other than one string per row.
+        """
+        self.schema.append((name, column.dtype, column.shape[1:]))
+        if column.dtype == object:
+            if column.ndim != 1 or not all(isinstance(value, str) for value in column):
+                raise ValueError(
+                    f"{name} holds objects other than one string per row "
+                    f"(first row: {column[0]!r}): only numbers and text can be recorded"
+                )
+            self.pieces += text_pieces(column)
+        else:
+            self.pieces.append(column.tobytes())
+
+    def add_values(self, prefix: str, values: Sequence[Any]) -> None:
+        """Adds the columns of like (possibly nested) values, as :func:`.flatten_values` names them.
+
+        Like arrays go in as their bytes, joined; text as a string column;
+        anything else through ``np.asarray``.
+        """
+        for name, leaf in leaf_values(prefix, values):
+            first = leaf[0]
+            data = row_bytes(leaf)
+            if data is not None:
+                self.schema.append((name, first.dtype, first.shape))
+                self.pieces.append(data)
+            elif isinstance(first, str):
+                self.schema.append((name, _OBJECT, ()))
+                self.pieces += text_pieces(leaf)
+            else:
+                self.add(name, np.asarray(leaf))
 
 
 def _feedback_columns(infos: tuple[dict[str, Any], ...]) -> dict[str, np.ndarray]:

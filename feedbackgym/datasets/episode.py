@@ -26,7 +26,7 @@ import json
 import math
 import operator
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import IntFlag
 from typing import Any
@@ -47,7 +47,11 @@ __all__ = [
     "compatible",
     "concat_columns",
     "flatten_values",
+    "leaf_values",
     "nest_columns",
+    "row_bytes",
+    "stack_rows",
+    "with_neutral",
 ]
 
 OBSERVATION_ROWS = ("observations", "feedback", "schedule", "subgoals")
@@ -132,7 +136,7 @@ class EpisodeMeta:
         """The start time as ``YYYYmmddTHHMMSS.ffffffZ`` (UTC)."""
         whole = math.floor(self.start_time)
         micros = min(999_999, round((self.start_time - whole) * 1e6))
-        return time.strftime("%Y%m%dT%H%M%S", time.gmtime(whole)) + f".{micros:06d}Z"
+        return f"{_utc_second(whole)}.{micros:06d}Z"
 
     @property
     def name(self) -> str:
@@ -163,6 +167,12 @@ class EpisodeMeta:
                 "subgoal_ids": tuple(data.get("subgoal_ids", ())),
             }
         )
+
+
+@functools.lru_cache(maxsize=64)
+def _utc_second(whole: int) -> str:
+    """``YYYYmmddTHHMMSS`` (UTC) of a whole Unix second: episodes of one second share it."""
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime(whole))
 
 
 PHASE_DTYPE = np.dtype("S16")
@@ -322,7 +332,7 @@ def flatten_values(prefix: str, values: Sequence[Any]) -> dict[str, np.ndarray]:
 
     Dicts become ``prefix/<key>`` columns, tuples ``prefix/_index_<i>`` columns;
     strings become an object array of ``str``; anything else goes through
-    ``np.asarray``.
+    :func:`stack_rows`.
 
     Example:
         >>> cols = flatten_values("obs", [{"a": 1, "b": "x"}, {"a": 2, "b": "y"}])
@@ -332,56 +342,104 @@ def flatten_values(prefix: str, values: Sequence[Any]) -> dict[str, np.ndarray]:
     Raises:
         ValueError: A dict key contains ``/``.
     """
-    columns: dict[str, np.ndarray] = {}
-    _flatten_into(columns, prefix, values)
-    return columns
+    return {name: _column(leaf) for name, leaf in leaf_values(prefix, values)}
 
 
-def _flatten_into(columns: dict[str, np.ndarray], prefix: str, values: Sequence[Any]) -> None:
+def leaf_values(prefix: str, values: Sequence[Any]) -> list[tuple[str, Sequence[Any]]]:
+    """Splits like (possibly nested) values into leaves: ``(column name, every value's leaf)``.
+
+    The first value's structure names the columns (see :func:`flatten_values`).
+
+    Raises:
+        ValueError: A dict key contains ``/``.
+    """
+    leaves: list[tuple[str, Sequence[Any]]] = []
+    _add_leaves(leaves, prefix, values)
+    return leaves
+
+
+_CONTAINERS = (dict, tuple)
+
+
+@functools.lru_cache(maxsize=256)
+def _key_names(prefix: str, keys: tuple[Any, ...]) -> list[str]:
+    for key in keys:
+        if "/" in str(key):
+            raise ValueError(f"observation and action keys may not contain '/': {key!r}")
+    return [f"{prefix}/{key}" for key in keys]
+
+
+def _add_leaves(
+    leaves: list[tuple[str, Sequence[Any]]], prefix: str, values: Sequence[Any]
+) -> None:
     first = values[0]
     if isinstance(first, dict):
-        for key in first:
-            if "/" in str(key):
-                raise ValueError(f"observation and action keys may not contain '/': {key!r}")
-            _flatten_into(columns, f"{prefix}/{key}", [v[key] for v in values])
+        keys = tuple(first)
+        names = _key_names(prefix, keys)
+        if list(map(tuple, values)) == [keys] * len(values):  # the usual case: one key order
+            children: Iterable[Sequence[Any]] = zip(*map(dict.values, values), strict=True)
+        else:
+            children = ([v[key] for v in values] for key in keys)
     elif isinstance(first, tuple):
-        for i in range(len(first)):
-            _flatten_into(columns, f"{prefix}/_index_{i}", [v[i] for v in values])
-    elif isinstance(first, str):
+        children = ([v[i] for v in values] for i in range(len(first)))
+        names = [f"{prefix}/_index_{i}" for i in range(len(first))]
+    else:
+        leaves.append((prefix, values))
+        return
+    for name, child in zip(names, children, strict=True):
+        if isinstance(child[0], _CONTAINERS):
+            _add_leaves(leaves, name, child)
+        else:
+            leaves.append((name, child))
+
+
+def _column(values: Sequence[Any]) -> np.ndarray:
+    if isinstance(values[0], str):
         column = np.empty(len(values), object)
         column[:] = values
-        columns[prefix] = column
-    else:
-        columns[prefix] = stack_rows(values)
+        return column
+    return stack_rows(values)
 
 
 _dtype_of = operator.attrgetter("dtype")
 
 
+def row_bytes(values: Sequence[Any]) -> bytes | None:
+    """Like arrays (one dtype and size, C-contiguous) joined as bytes; ``None`` for others.
+
+    Example:
+        >>> row_bytes([np.full(2, 66, np.int8), np.full(2, 65, np.int8)])
+        b'BBAA'
+    """
+    first = values[0]
+    if type(first) is not np.ndarray or first.dtype.kind == "O":
+        return None
+    if list(map(_dtype_of, values)) != [first.dtype] * len(values):
+        return None
+    try:
+        data = b"".join(values)
+    except (TypeError, ValueError, BufferError):  # a non-contiguous array
+        return None
+    return data if len(data) == first.nbytes * len(values) else None
+
+
 def stack_rows(values: Sequence[Any]) -> np.ndarray:
     """``np.asarray(values)``, several times faster for a sequence of like arrays.
 
-    Arrays of one dtype and size are joined as bytes (``np.asarray`` inspects
-    every element's shape and type first, which for a few dozen small arrays
-    costs more than copying them); rows keep the first array's shape. Anything
-    else goes through ``np.asarray``.
+    Arrays of one dtype and size are joined as bytes (:func:`row_bytes`:
+    ``np.asarray`` inspects every element's shape and type first, which for a
+    few dozen small arrays costs more than copying them); rows keep the first
+    array's shape. Anything else goes through ``np.asarray``.
 
     Example:
         >>> stack_rows([np.zeros(2, np.int8), np.ones(2, np.int8)]).tolist()
         [[0, 0], [1, 1]]
     """
+    data = row_bytes(values)
+    if data is None:
+        return np.asarray(values)
     first = values[0]
-    if type(first) is np.ndarray and first.dtype.kind != "O":
-        dtype = first.dtype
-        if list(map(_dtype_of, values)) == [dtype] * len(values):
-            try:
-                data = b"".join(values)
-            except (TypeError, ValueError, BufferError):  # a non-contiguous array
-                pass
-            else:
-                if len(data) == first.nbytes * len(values):
-                    return np.frombuffer(data, dtype).reshape(len(values), *first.shape)
-    return np.asarray(values)
+    return np.frombuffer(data, first.dtype).reshape(len(values), *first.shape)
 
 
 def nest_columns(columns: dict[str, np.ndarray], prefix: str) -> Any:
@@ -435,18 +493,34 @@ def concat_columns(episodes: Sequence[Episode]) -> dict[str, np.ndarray]:
     """Concatenates the columns of compatible episodes (at least one), neutral ones filled in."""
     layouts = {tuple(e.columns) for e in episodes}  # usually one or two distinct layouts
     everywhere = set.intersection(*(set(layout) for layout in layouts))
-    steps = sum(e.meta.length for e in episodes)
-    absent_rows = {"step": steps, "observation": steps + len(episodes), "event": 0}
-    names = dict.fromkeys(n for layout in layouts for n in layout) | dict.fromkeys(NEUTRAL)
     columns = {}
-    for name in names:
+    for name in dict.fromkeys(n for layout in layouts for n in layout):
         if name in everywhere:
-            column = np.concatenate([e.columns[name] for e in episodes])
-        elif name != "env_rewards" and all(name not in layout for layout in layouts):
-            dtype, fill = NEUTRAL[name]
-            column = np.empty(absent_rows[column_rows(name)], dtype)  # no event column: no events
-            column[:] = fill
+            columns[name] = np.concatenate([e.columns[name] for e in episodes])
         else:
-            column = np.concatenate([e.column(name) for e in episodes])
-        columns[name] = column
+            columns[name] = np.concatenate([e.column(name) for e in episodes])
+    return with_neutral(columns, sum(e.meta.length for e in episodes), len(episodes))
+
+
+def with_neutral(
+    columns: dict[str, np.ndarray], steps: int, episodes: int
+) -> dict[str, np.ndarray]:
+    """Fills the absent :data:`NEUTRAL` columns into ``columns`` (no event column: no events).
+
+    Args:
+        columns: Concatenated columns, changed in place.
+        steps: Steps of all the episodes together.
+        episodes: How many episodes.
+
+    Returns:
+        ``columns``.
+    """
+    rows = {"step": steps, "observation": steps + episodes, "event": 0}
+    for name, (dtype, fill) in NEUTRAL.items():
+        if name not in columns:
+            if name == "env_rewards":
+                columns[name] = columns["rewards"]
+            else:
+                columns[name] = np.empty(rows[column_rows(name)], dtype)
+                columns[name][:] = fill
     return columns

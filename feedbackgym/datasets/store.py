@@ -23,6 +23,7 @@ import numpy as np
 
 from feedbackgym.datasets import _sampling
 from feedbackgym.datasets._catalog import Catalog, Entry, load_episodes
+from feedbackgym.datasets._codec import EncodedEpisode, encode_episode
 from feedbackgym.datasets._recovery import recover
 from feedbackgym.datasets._writer import ShardWriter, WriterOptions
 from feedbackgym.datasets.episode import Episode, EpisodeMeta
@@ -177,6 +178,19 @@ class TrajectoryStore:
             StoreError: The store cannot be written (the message says what is kept).
             ValueError: The episode's columns differ from earlier ones of its
                 task and round.
+        """
+        self._get_writer().submit(encode_episode(episode))
+
+    def add_encoded(self, episode: EncodedEpisode) -> None:
+        """Like :meth:`add_episode`, for an episode already in record bytes.
+
+        What :class:`~feedbackgym.wrappers.RecordTrajectories` hands over
+        (:meth:`~feedbackgym.datasets.builder.EpisodeBuilder.encode`): the
+        steps go from the env into the log's bytes without becoming columns.
+
+        Raises:
+            StoreError: As for :meth:`add_episode`.
+            ValueError: As for :meth:`add_episode`.
         """
         self._get_writer().submit(episode)
 

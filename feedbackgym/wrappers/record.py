@@ -119,8 +119,8 @@ class RecordTrajectories(
         if builder is not None:
             if self._parse is not None and isinstance(action, str):
                 action = self._parse(action)
-            builder.add(action, obs, reward, terminated, truncated, info)
-            if self.switch_time is None:
+            builder.add_step((action, obs, reward, terminated, truncated, info))
+            if self.switch_time is None and "feedback" in info:
                 self._watch_phase(info)
             if terminated or truncated:
                 self._finish(builder)
@@ -140,14 +140,14 @@ class RecordTrajectories(
     def _finish(self, builder: EpisodeBuilder) -> None:
         self._builder = None
         state = self._feedback_state() if self._feedback_state is not None else {}
-        episode = builder.build(
+        episode = builder.encode(
             end_time=time.time(),
             switch_time=self.switch_time,
             config_version=state.get("config_version"),
             config_changes=tuple(state.get("config_changes", ())),
             env_spec=self._env_spec,
         )
-        self.store.add_episode(episode)
+        self.store.add_encoded(episode)
 
     def _watch_phase(self, info: dict[str, Any]) -> None:
         feedback = info.get("feedback")

@@ -1,20 +1,32 @@
 """Columns, the log codec and the HDF5 round trip, over every space type."""
 
+import dataclasses
+
 import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium import spaces
 
 from feedbackgym.datasets import TrajectoryStore
-from feedbackgym.datasets._codec import decode_episode, encode_episode
+from feedbackgym.datasets._codec import (
+    concat_encoded,
+    decode_encoded,
+    decode_episode,
+    encode_episode,
+    record_body,
+)
+from feedbackgym.datasets.builder import EpisodeBuilder
 from feedbackgym.datasets.episode import (
     NEUTRAL,
     compatible,
+    concat_columns,
     flatten_values,
     nest_columns,
     stack_rows,
 )
 from feedbackgym.wrappers import RecordTrajectories
+
+from .utils import feedback_stack
 
 SPACE = spaces.Dict(
     {
@@ -90,10 +102,11 @@ def test_codec_round_trip_and_neutral_columns(store_path):
         env.step(env.action_space.sample())
     episode = next(TrajectoryStore(store_path).iter_episodes())
     env.close()
-    again = decode_episode(encode_episode(episode))
-    assert again.meta == episode.meta
-    for name, column in episode.columns.items():
-        np.testing.assert_array_equal(again.columns[name], column, err_msg=name)
+    encoded = encode_episode(episode)
+    for again in decode_episode(b"".join(record_body(encoded))), decode_encoded(encoded):
+        assert again.meta == episode.meta
+        for name, column in episode.columns.items():
+            np.testing.assert_array_equal(again.columns[name], column, err_msg=name)
     bare = type(episode)(
         episode.meta, {n: c for n, c in episode.columns.items() if n not in NEUTRAL}
     )
@@ -119,25 +132,91 @@ def test_incompatible_episodes_are_refused(store_path):
     assert len(store) == 1
 
 
-@pytest.mark.parametrize(
-    "rows",
-    [
-        [np.arange(6, dtype=np.float32).reshape(2, 3), np.ones((2, 3), np.float32)],
-        [np.zeros(3), np.array([1, 2, 3])],  # float64 then int64: same size, other dtype
-        [np.arange(6)[::2], np.arange(3)],  # a non-contiguous row
-        [np.array(1.5), np.array(2.5)],  # 0-d rows
-        [np.zeros(2, np.int8), np.zeros(3, np.int8)],  # ragged: np.asarray's error
-        [np.array(["a", "bc"], object), np.array(["d", "e"], object)],
-    ],
-)
-def test_stack_rows_matches_asarray(rows):
+STACK_CASES = [
+    [np.arange(6, dtype=np.float32).reshape(2, 3), np.ones((2, 3), np.float32)],
+    [np.zeros(3), np.array([1, 2, 3])],  # float64 then int64: same size, other dtype
+    [np.arange(6)[::2], np.arange(3)],  # a non-contiguous row
+    [np.array(1.5), np.array(2.5)],  # 0-d rows
+    [np.zeros(2, np.int8), np.zeros(3, np.int8)],  # ragged: np.asarray's error
+    [np.array(["a", "bc"], object), np.array(["d", "e"], object)],
+    [np.zeros(2, np.int8), np.zeros(3, np.int8)[1:]],  # ragged, first row shorter
+]
+
+
+def _stacks_like_asarray(stack, rows):
     try:
         expected = np.asarray(rows)
     except ValueError as error:
         with pytest.raises(ValueError, match=str(error)[:20]):
-            stack_rows(rows)
+            stack(rows)
         return
-    stacked = stack_rows(rows)
+    stacked = stack(rows)
     assert stacked.dtype == expected.dtype
     assert stacked.shape == expected.shape
     np.testing.assert_array_equal(stacked, expected)
+
+
+@pytest.mark.parametrize("rows", STACK_CASES)
+def test_stack_rows_matches_asarray(rows):
+    _stacks_like_asarray(stack_rows, rows)
+
+
+@pytest.mark.parametrize("rows", STACK_CASES)
+def test_the_builder_encodes_rows_as_asarray_stacks_them(rows):
+    def encode_and_decode(rows):
+        builder = EpisodeBuilder({"x": rows[0]}, {}, task_id="t", round="0", seed=0, start_time=0.0)
+        builder.add(0, {"x": rows[1]}, 0.0, True, False, {})
+        return builder.build(end_time=1.0).columns["observations/x"]
+
+    if np.asarray(rows[0]).dtype == object:
+        with pytest.raises(ValueError, match="only numbers and text can be recorded"):
+            encode_and_decode(rows)
+    else:
+        _stacks_like_asarray(encode_and_decode, rows)
+
+
+def _encoded(env, seeds):
+    """Each seed's episode as the recorder encodes it (random actions)."""
+    encoded = []
+    for seed in seeds:
+        obs, info = env.reset(seed=seed)
+        env.action_space.seed(seed)
+        builder = EpisodeBuilder(obs, info, task_id="t", round="0", seed=seed, start_time=0.0)
+        done = False
+        while not done:
+            action = env.action_space.sample()
+            obs, reward, terminated, truncated, info = env.step(action)
+            builder.add(action, obs, reward, terminated, truncated, info)
+            done = terminated or truncated
+        encoded.append(builder.encode(end_time=1.0))
+    return encoded
+
+
+@pytest.mark.parametrize("make", [EverySpaceEnv, feedback_stack], ids=["every-space", "feedback"])
+def test_encoded_episodes_join_like_their_columns(make):
+    encoded = _encoded(make(), range(4))
+    joined = concat_encoded(encoded)
+    expected = concat_columns([decode_encoded(e) for e in encoded])
+    assert set(expected) >= set(joined)
+    for name, column in joined.items():
+        assert column.dtype == expected[name].dtype, name
+        np.testing.assert_array_equal(column, expected[name], err_msg=name)
+    if make is feedback_stack:  # text columns, and rows of several families
+        assert joined["events/payload"].dtype == object and len(joined["events/payload"]) > 0
+
+
+def test_joining_encoded_episodes_checks_their_bytes():
+    first, second = _encoded(EverySpaceEnv(), [0, 1])
+    with pytest.raises(ValueError, match="trailing bytes"):
+        concat_encoded([first, dataclasses.replace(second, data=second.data + b"\0")])
+    other = dataclasses.replace(second, schema=second.schema[1:])
+    with pytest.raises(ValueError, match="different schemas"):
+        concat_encoded([first, other])
+
+
+def test_the_builder_reads_dict_observations_by_key_whatever_their_order():
+    builder = EpisodeBuilder({"a": 1, "b": 2.5}, {}, task_id="t", round="0", seed=0, start_time=0.0)
+    builder.add(0, {"b": 3.5, "a": 4}, 0.0, True, False, {})
+    columns = builder.build(end_time=1.0).columns
+    assert columns["observations/a"].tolist() == [1, 4]
+    assert columns["observations/b"].tolist() == [2.5, 3.5]

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from feedbackgym.datasets import Episode, TrajectoryStore
-from feedbackgym.datasets._codec import encode_episode
+from feedbackgym.datasets._codec import encode_episode, record_body
 from feedbackgym.datasets._wal import LogFile, frame
 from feedbackgym.wrappers import RecordTrajectories
 
@@ -218,7 +218,7 @@ def test_recovery_keeps_a_log_it_cannot_seal_and_goes_on(store_path, caplog):
     (episode,) = TrajectoryStore(store_path).iter_episodes()
     bad = Episode(dataclasses.replace(episode.meta, round="a/b"), episode.columns)
     log = LogFile(store_path / "dead-000000.log", {"shard": "dead"})  # as an older version wrote
-    log.append(frame(encode_episode(bad)))
+    log.append(frame(record_body(encode_episode(bad))))
     os.close(log._fd)  # the writer died: its lock is gone
     store = TrajectoryStore(store_path)
     play(RecordTrajectories(gym.make("feedbackgym/OpsIncidentEasy-v0"), store), [1])
