@@ -25,10 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from feedbackgym.datasets.episode import Episode, EpisodeMeta, Schema, column_rows
+from feedbackgym.datasets.episode import Episode, EpisodeMeta, Schema, column_rows, row_count
 
 __all__ = [
     "EncodedEpisode",
+    "column_pieces",
     "concat_encoded",
     "decode_encoded",
     "decode_episode",
@@ -58,10 +59,7 @@ class EncodedEpisode:
 
     def rows(self, name: str) -> int:
         """How many rows column ``name`` has."""
-        family = column_rows(name)
-        if family == "event":
-            return self.events
-        return self.meta.length + (family == "observation")
+        return row_count(name, self.meta.length, self.events)
 
 
 @functools.lru_cache(maxsize=64)
@@ -75,14 +73,30 @@ def text_pieces(values: Sequence[str] | np.ndarray) -> list[bytes]:
     return [np.fromiter(map(len, raw), np.int64, len(raw)).tobytes(), b"".join(raw)]
 
 
+def column_pieces(name: str, column: np.ndarray) -> list[bytes]:
+    """Column ``name``'s bytes in a record.
+
+    Raises:
+        ValueError: It holds objects other than one string per row.
+    """
+    if column.dtype != object:
+        return [column.tobytes()]  # C order; copying small arrays beats viewing them
+    if column.ndim != 1 or not all(isinstance(value, str) for value in column):
+        first = column[0] if len(column) else None
+        raise ValueError(
+            f"{name} holds objects other than one string per row (first row: {first!r}): "
+            "only numbers and text can be recorded"
+        )
+    return text_pieces(column)
+
+
 def encode_episode(episode: Episode) -> EncodedEpisode:
-    """Returns ``episode`` as record bytes (sharing its metadata object)."""
-    pieces: list[Any] = []
-    for column in episode.columns.values():
-        if column.dtype == object:
-            pieces += text_pieces(column)
-        else:
-            pieces.append(column.tobytes())  # C order; copying small arrays beats viewing them
+    """Returns ``episode`` as record bytes (sharing its metadata object).
+
+    Raises:
+        ValueError: A column holds objects other than text.
+    """
+    pieces = [piece for name, c in episode.columns.items() for piece in column_pieces(name, c)]
     return EncodedEpisode(
         episode.meta, episode.schema, episode.rows("events/row"), b"".join(pieces)
     )

@@ -21,7 +21,12 @@ from typing import Any
 
 import numpy as np
 
-from feedbackgym.datasets._codec import EncodedEpisode, decode_encoded, text_pieces
+from feedbackgym.datasets._codec import (
+    EncodedEpisode,
+    column_pieces,
+    decode_encoded,
+    text_pieces,
+)
 from feedbackgym.datasets.episode import (
     PHASE_DTYPE,
     Episode,
@@ -216,16 +221,8 @@ class _RecordColumns:
         Raises:
             ValueError: It holds objects other than one string per row.
         """
+        self.pieces += column_pieces(name, column)
         self.schema.append((name, column.dtype, column.shape[1:]))
-        if column.dtype == object:
-            if column.ndim != 1 or not all(isinstance(value, str) for value in column):
-                raise ValueError(
-                    f"{name} holds objects other than one string per row "
-                    f"(first row: {column[0]!r}): only numbers and text can be recorded"
-                )
-            self.pieces += text_pieces(column)
-        else:
-            self.pieces.append(column.tobytes())
 
     def add_values(self, prefix: str, values: Sequence[Any]) -> None:
         """Adds the columns of like (possibly nested) values, as :func:`.flatten_values` names them.

@@ -49,6 +49,7 @@ __all__ = [
     "flatten_values",
     "leaf_values",
     "nest_columns",
+    "row_count",
     "row_bytes",
     "stack_rows",
     "with_neutral",
@@ -216,10 +217,7 @@ class Episode:
 
     def rows(self, name: str) -> int:
         """How many rows column ``name`` has in this episode."""
-        family = column_rows(name)
-        if family == "event":
-            return len(self.columns.get("events/row", ()))
-        return self.meta.length + (family == "observation")
+        return row_count(name, self.meta.length, len(self.columns.get("events/row", ())))
 
     def column(self, name: str) -> np.ndarray:
         """Column ``name``, or its neutral value (see :data:`NEUTRAL`) when left out.
@@ -325,6 +323,18 @@ def column_rows(name: str) -> str:
     if top == EVENT_ROWS:
         return "event"
     raise ValueError(f"unknown column {name!r}")
+
+
+def row_count(name: str, length: int, events: int) -> int:
+    """How many rows column ``name`` has in an episode of ``length`` steps and ``events`` events.
+
+    Raises:
+        ValueError: The name belongs to no known column family.
+    """
+    family = column_rows(name)
+    if family == "event":
+        return events
+    return length + (family == "observation")
 
 
 def flatten_values(prefix: str, values: Sequence[Any]) -> dict[str, np.ndarray]:
