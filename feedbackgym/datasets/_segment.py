@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
     "SegmentRef",
+    "check_not_nested",
     "group_path",
     "read_columns",
     "read_index",
@@ -80,6 +81,27 @@ def group_path(task_id: str, round: str) -> str:
     return path
 
 
+def check_not_nested(path: str, others: Collection[str]) -> None:
+    """Refuses round group ``path`` if it would lie inside one of ``others``, or hold one.
+
+    A task id with ``/`` nests: task ``"a/b"`` round ``"c"`` would be filed
+    inside the group of task ``"a"`` round ``"b"``, among its columns.
+
+    Raises:
+        ValueError: The two groups nest.
+    """
+    parts = path.split("/")
+    inner = [p for p in others if p.startswith(path + "/")]
+    outer = ["/".join(parts[:i]) for i in range(2, len(parts)) if "/".join(parts[:i]) in others]
+    if inner or outer:
+        other = (inner or outer)[0]
+        raise ValueError(
+            f"the round group {path!r} and the round group {other!r} would nest in one HDF5 "
+            "file (a task id is a path): use task ids that do not continue another task's "
+            "id with one of its rounds"
+        )
+
+
 def write_segment(
     path: Path,
     episodes: Sequence[Episode | EncodedEpisode],
@@ -99,7 +121,8 @@ def write_segment(
 
     Raises:
         OSError: Writing failed (the temporary file is removed).
-        ValueError: Episodes of one task and round have different columns.
+        ValueError: Episodes of one task and round have different columns, or the
+            round groups of two tasks would nest (see :func:`check_not_nested`).
     """
     groups: dict[tuple[str, str], list[Episode | EncodedEpisode]] = {}
     for episode in episodes:
@@ -116,9 +139,11 @@ def write_segment(
                 **(attrs or {}),
             }
         )
-        names = []
+        names: list[str] = []
         for (task_id, round), members in groups.items():
-            names.append(group_path(task_id, round))
+            name = group_path(task_id, round)
+            check_not_nested(name, names)
+            names.append(name)
             _write_group(file.require_group(names[-1]), members, compression, compression_opts)
         file.attrs["groups"] = json.dumps(names)
         file.flush()

@@ -36,7 +36,13 @@ from pathlib import Path
 
 from feedbackgym._process import pid_alive
 from feedbackgym.datasets._codec import EncodedEpisode, record_body
-from feedbackgym.datasets._segment import FORMAT, FORMAT_VERSION, group_path, write_segment
+from feedbackgym.datasets._segment import (
+    FORMAT,
+    FORMAT_VERSION,
+    check_not_nested,
+    group_path,
+    write_segment,
+)
 from feedbackgym.datasets._wal import LogFile, frame
 from feedbackgym.datasets.episode import Schema, compatible
 from feedbackgym.datasets.errors import StoreError, describe_os_error
@@ -107,6 +113,7 @@ class ShardWriter:
         self._lock = threading.Lock()
         self._schemas: dict[tuple[str, str], list[Schema]] = {}
         """Per task and round: the first episode's schema, then others found compatible."""
+        self._group_paths: set[str] = set()
         self._error: StoreError | None = None
         self._next_episode = 0
         self._sequence = 0
@@ -134,16 +141,20 @@ class ShardWriter:
             StoreError: The log cannot be written (the episode is not stored;
                 earlier ones are intact), or the writer has failed.
             ValueError: The episode's columns differ from earlier episodes of
-                the same task and round.
+                the same task and round, or its round group would nest with
+                another's (task ``"a/b"`` round ``"c"`` inside task ``"a"`` round ``"b"``).
         """
         if episode.meta.length < 1:
             raise ValueError("an episode needs at least one step")
-        group_path(episode.meta.task_id, episode.meta.round)  # a name HDF5 can file it under
+        group_name = group_path(episode.meta.task_id, episode.meta.round)  # one HDF5 can file
         schema = episode.schema
         group = (episode.meta.task_id, episode.meta.round)
         with self._lock:
             if self._error is not None:
                 raise StoreError(f"{self._error} (this episode was not stored)") from self._error
+            if group not in self._schemas:
+                check_not_nested(group_name, self._group_paths)
+                self._group_paths.add(group_name)
             accepted = self._schemas.setdefault(group, [schema])
             if schema not in accepted:
                 if not compatible(accepted[0], schema):

@@ -177,7 +177,9 @@ class TrajectoryStore:
         Raises:
             StoreError: The store cannot be written (the message says what is kept).
             ValueError: The episode's columns differ from earlier ones of its
-                task and round.
+                task and round; its round group would nest with another's (task
+                ``"a/b"`` round ``"c"`` inside task ``"a"`` round ``"b"``); or a
+                column holds objects other than text.
         """
         self._get_writer().submit(encode_episode(episode))
 

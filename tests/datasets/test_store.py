@@ -16,6 +16,7 @@ import pytest
 
 from feedbackgym.datasets import Episode, TrajectoryStore
 from feedbackgym.datasets._codec import encode_episode, record_body
+from feedbackgym.datasets._segment import write_segment
 from feedbackgym.datasets._wal import LogFile, frame
 from feedbackgym.wrappers import RecordTrajectories
 
@@ -209,6 +210,36 @@ def test_bad_episodes_are_refused_before_they_reach_the_log(store_path):
         store.add_episode(empty)
     store.close()
     assert len(TrajectoryStore(store_path)) == 1
+
+
+@pytest.mark.parametrize("first", [("a", "b"), ("a/b", "c")])
+def test_round_groups_that_would_nest_are_refused(store_path, first):
+    (episode,) = _recorded_episodes(store_path / "source")
+    store = TrajectoryStore(store_path)
+    outer, inner = ("a", "b"), ("a/b", "c")
+    second = inner if first == outer else outer
+    for task, round in first, ("a", "c"), ("a/bc", "b"):  # neighbours that do not nest
+        store.add_episode(
+            Episode(dataclasses.replace(episode.meta, task_id=task, round=round), episode.columns)
+        )
+    nested = dataclasses.replace(episode.meta, task_id=second[0], round=second[1])
+    with pytest.raises(ValueError, match="would nest"):
+        store.add_episode(Episode(nested, episode.columns))
+    store.close()
+    stored = {(m.task_id, m.round) for m in TrajectoryStore(store_path).episodes()}
+    assert stored == {first, ("a", "c"), ("a/bc", "b")}
+    assert len(list(TrajectoryStore(store_path).iter_episodes())) == 3
+    (kept,) = TrajectoryStore(store_path).iter_episodes(task=first[0], round=first[1])
+    with pytest.raises(ValueError, match="would nest"):  # a cold file or a recovery too
+        write_segment(store_path / "x.h5", [kept, Episode(nested, episode.columns)])
+    assert not list(store_path.glob("x.h5*"))
+
+
+def _recorded_episodes(path):
+    env = RecordTrajectories(gym.make("feedbackgym/OpsIncidentEasy-v0"), path)
+    play(env, [0])
+    env.close()
+    return list(TrajectoryStore(path).iter_episodes())
 
 
 def test_recovery_keeps_a_log_it_cannot_seal_and_goes_on(store_path, caplog):
