@@ -119,6 +119,12 @@ class FeedbackCallback(BaseCallback):
         mirrors: Envs outside the learner (validation envs) that get the same
             ``report`` and ``set_progress`` calls, so their adaptive schedules
             make the same decisions as the training envs'.
+        resume_report: For a resumed run: the :meth:`trend` that the stopped
+            run had not reported yet (it stopped after training on a round), or
+            ``None`` when it had (it stopped, or crashed, at a rollout start,
+            after reporting: its saved schedule state holds that report). The
+            first rollout start reports it instead of a trend of its own (SB3
+            keeps no loss across a save, and would report its episodes again).
         verbose: 0 silent, 1 info.
     """
 
@@ -130,10 +136,12 @@ class FeedbackCallback(BaseCallback):
         alert: RewardDropAlert | None = None,
         on_round: Callable[[int, dict[str, float]], None] | None = None,
         mirrors: Sequence[Any] = (),
+        resume_report: dict[str, float] | None = None,
         verbose: int = 0,
     ) -> None:
         super().__init__(verbose)
         self.mirrors = list(mirrors)
+        self.resume_report = resume_report
         self.round = first_round
         self.review_credit = review_credit
         self.alert = alert if alert is not None else RewardDropAlert()
@@ -163,8 +171,14 @@ class FeedbackCallback(BaseCallback):
         """This round's progress in the schedule's unit: the round index, or env steps."""
         return float(self.num_timesteps) if self._in_steps else float(self.round)
 
-    def _on_rollout_start(self) -> None:
-        metrics: dict[str, Any] = {}
+    def trend(self) -> dict[str, float]:
+        """The trend of the round just trained on: what the next rollout start reports.
+
+        SB3's ``train/loss``, the mean episode return and the training success
+        rate, each when known. A trainer that stops between rounds saves it, and
+        passes it back as ``resume_report`` when it resumes.
+        """
+        metrics: dict[str, float] = {}
         loss = self.model.logger.name_to_value.get("train/loss")
         if loss is not None:
             metrics["loss"] = float(loss)
@@ -173,11 +187,18 @@ class FeedbackCallback(BaseCallback):
             metrics["mean_return"] = mean_return
         if self.model.ep_success_buffer:  # SB3 keeps info["is_success"] of ended episodes
             metrics["success"] = float(np.mean(self.model.ep_success_buffer))
+        return metrics
+
+    def _on_rollout_start(self) -> None:
+        metrics: dict[str, Any]
+        if self._pushed is not None:
+            metrics = self.trend()
+            last = self._pushed  # where the training envs are: the last round's progress
+        else:  # this process's first rollout: a resumed run's envs are new, at progress 0
+            metrics = dict(self.resume_report or {})
+            last = float(self.num_timesteps) if self._in_steps else float(self.round - 1)
         if metrics and self.round > 0:
-            if self._pushed is not None:
-                last = self._pushed  # where the training envs are: the last round's progress
-            else:  # a resumed run: the envs are new, at progress 0
-                last = float(self.num_timesteps) if self._in_steps else float(self.round - 1)
+            if self._pushed is None:
                 self.training_env.env_method("set_progress", last)
             self.training_env.env_method("report", **metrics)
             for env in self.mirrors:  # validation may have moved them: report where training is

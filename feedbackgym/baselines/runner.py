@@ -8,8 +8,9 @@ A run directory holds::
     checkpoints/round_NNNN.zip   a versioned checkpoint every round (the newest
                                  ``keep_checkpoints`` are kept)
     checkpoints/best.zip         the checkpoint with the best validation success (rollback target)
-    state.json           the last completed round, its timestep count, the best round, and
-                         the schedule's and the reward alert's state (what --resume restores)
+    state.json           the last completed round, its timestep count, the best round, the
+                         schedule's and the reward alert's state, and the trend of a round
+                         trained on but not yet reported (what --resume restores)
     trajectories/        with ``record=True``: every training episode, with its hints,
                          reviews, schedule state and the switch time (a TrajectoryStore)
 """
@@ -185,13 +186,13 @@ class _RoundCallback(BaseCallback):
         self._trained = self.feedback.round - 1  # FeedbackCallback has already counted it
 
     def _on_rollout_start(self) -> None:
-        self._finish_round()
+        self._finish_round(reported=True)  # FeedbackCallback has reported the round's trend
 
     def _on_training_end(self) -> None:
-        self._finish_round()
+        self._finish_round(reported=False)
         self.logger.dump(self.num_timesteps)  # SB3 dumps before training: the last round's logs
 
-    def _finish_round(self) -> None:
+    def _finish_round(self, *, reported: bool) -> None:
         finished, self._trained = self._trained, None
         if finished is None:
             return
@@ -213,6 +214,7 @@ class _RoundCallback(BaseCallback):
             timesteps=int(self.model.num_timesteps),
             schedule=self.training_env.env_method("schedule_state", indices=[0])[0],
             alert=self.feedback.alert.state_dict(),
+            pending_report=None if reported else self.feedback.trend(),
         )
         _write_state(self.run_dir, state)
         if self.report_progress is not None:
@@ -396,6 +398,7 @@ def train_run(
             review_credit=config.review_credit,
             alert=alert,
             mirrors=[eval_env],
+            resume_report=state.get("pending_report"),
         )
         rounds = _RoundCallback(config, feedback, eval_env, progress)
         remaining = (config.rounds - max(first_round, 0)) * config.n_envs * config.n_steps

@@ -164,3 +164,27 @@ def test_a_recorded_run_stores_every_episode_with_its_feedback_by_round(tmp_path
     phases = {p.decode() for e in episodes for p in e.columns["schedule/phase"]}
     assert {"guide", "review"} <= phases
     assert any(m.switch_time is not None for m in metas)
+
+
+@pytest.mark.parametrize("stopped", ["between rounds", "after reporting"])
+def test_a_resumed_run_reports_each_round_s_trend_once(tmp_path, stopped):
+    def config(steps):
+        run = _config(tmp_path, steps=steps)  # 64 steps a round; the switch long after
+        adaptive = {"metric": "loss", "window": 10}  # never full: every report stays in it
+        run.settings = dataclasses.replace(run.settings, total_rounds=40, adaptive=adaptive)
+        return run
+
+    train_run(config(128))  # stops after training on round 1, before reporting it
+    state_file = tmp_path / "guide-then-review" / "state.json"
+    state = json.loads(state_file.read_text())
+    assert len(state["schedule"]["rule"]["values"]) == 1  # round 0's loss
+    assert set(state["pending_report"]) >= {"loss", "mean_return"}
+    if stopped == "after reporting":  # as a run killed right after a rollout start saves it
+        state["schedule"]["rule"]["values"].append(state["pending_report"]["loss"])
+        state["pending_report"] = None
+        state_file.write_text(json.dumps(state))
+    final = train_run(config(256), resume=True)
+    # Rounds 0, 1 and 2 reported once each (SB3 keeps no loss across a save, and a
+    # report from its saved episodes would repeat round 1's).
+    assert len(final["schedule"]["rule"]["values"]) == 3
+    assert final["pending_report"] is not None  # the run ended after training on round 3
