@@ -146,13 +146,13 @@ class ShardWriter:
         """
         if episode.meta.length < 1:
             raise ValueError("an episode needs at least one step")
-        group_name = group_path(episode.meta.task_id, episode.meta.round)  # one HDF5 can file
         schema = episode.schema
         group = (episode.meta.task_id, episode.meta.round)
         with self._lock:
             if self._error is not None:
                 raise StoreError(f"{self._error} (this episode was not stored)") from self._error
-            if group not in self._schemas:
+            if group not in self._schemas:  # a name HDF5 can file, not inside another's
+                group_name = group_path(*group)
                 check_not_nested(group_name, self._group_paths)
                 self._group_paths.add(group_name)
             accepted = self._schemas.setdefault(group, [schema])

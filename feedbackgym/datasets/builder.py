@@ -164,7 +164,8 @@ class EpisodeBuilder:
         columns.add("rewards", reward_column)
         columns.add("terminations", np.array(terminations, bool))
         columns.add("truncations", np.array(truncations, bool))
-        if any("env_reward" in i or "shaping_reward" in i for i in infos):
+        step_keys = set().union(*infos)  # what the wrappers reported, at any step
+        if "env_reward" in step_keys or "shaping_reward" in step_keys:
             columns.add(
                 "env_rewards",
                 np.array(
@@ -177,13 +178,13 @@ class EpisodeBuilder:
                 np.array([i.get("shaping_reward", 0.0) for i in infos], np.float64),
             )
         events = 0
-        if any("feedback" in i for i in all_infos):
+        if "feedback" in step_keys or "feedback" in first_info:
             feedback = _feedback_columns(all_infos)
             events = len(feedback.get("events/row", ()))
             for name, column in feedback.items():
                 columns.add(name, column)
         subgoal_ids: tuple[str, ...] = ()
-        if any("subgoals" in i for i in all_infos):
+        if "subgoals" in step_keys or "subgoals" in first_info:
             subgoal_ids, masks = _subgoal_masks(all_infos)
             columns.add("subgoals/done", masks)
         last = infos[-1]
