@@ -1,20 +1,21 @@
 """Collects an episode step by step and turns it into an :class:`~.episode.Episode`.
 
-Steps are kept by reference while the episode runs (one list append per step);
-:meth:`EpisodeBuilder.encode` turns them into record bytes once, at the end
-(each column's rows joined straight into the bytes the log and the sealed
-segment are made from), and :meth:`EpisodeBuilder.build` into columns. The
-info fields the feedback wrappers write are read when present and left
-neutral when absent, so a bare env records too: ``env_reward`` (else the
-reward), ``shaping_reward`` (else 0), ``feedback`` (``guide``, ``review``,
-``phase``, ``guide_weight``, ``review_weight``), ``subgoals``, ``is_success``
-and ``outcome``. Columns an episode has no data for are left out (see
+Each step's observation is packed into a row of bytes as it arrives (a
+:class:`~._packing.Packer` joins its arrays' bytes, so the env's arrays are
+copied and let go at once); actions, rewards and flags are kept by value,
+and of the info only what is recorded. :meth:`EpisodeBuilder.encode` turns
+the steps into record bytes once, at the end (each column's bytes cut from
+the rows), and :meth:`EpisodeBuilder.build` into columns. The info fields
+the feedback wrappers write are read when present and left neutral when
+absent, so a bare env records too: ``env_reward`` (else the reward),
+``shaping_reward`` (else 0), ``feedback`` (``guide``, ``review``, ``phase``,
+``guide_weight``, ``review_weight``), ``subgoals``, ``is_success`` and
+``outcome``. Columns an episode has no data for are left out (see
 :data:`~.episode.NEUTRAL`); sealing fills them in.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -27,7 +28,9 @@ from feedbackgym.datasets._codec import (
     decode_encoded,
     text_pieces,
 )
+from feedbackgym.datasets._packing import Column, Packer, Row
 from feedbackgym.datasets.episode import (
+    CONTAINERS,
     PHASE_DTYPE,
     Episode,
     EpisodeMeta,
@@ -42,6 +45,7 @@ MAX_SUBGOALS = 64
 """Most subgoals ``subgoals/done`` (a 64-bit mask per observation) can hold."""
 
 _NONE: dict[str, Any] = {}
+_UNSEEN = object()
 _OBJECT = np.dtype(object)
 _EVENT_KEYS = ((int(FeedbackType.GUIDE), "guide"), (int(FeedbackType.REVIEW), "review"))
 """Plain ints: numpy looks attributes up on an enum member at every use."""
@@ -59,6 +63,9 @@ class EpisodeBuilder:
         round: The round, as text.
         seed: The reset seed, or ``None``.
         start_time: Wall-clock time of the reset.
+        packer: The previous episode's :attr:`packer`, reused when ``obs``
+            has its structure (a recorder passes it on: learning the
+            structure costs more than a step).
 
     Example:
         >>> b = EpisodeBuilder(0, {}, task_id="t", round="0", seed=1, start_time=0.0)
@@ -77,12 +84,25 @@ class EpisodeBuilder:
         round: str,
         seed: int | None,
         start_time: float,
+        packer: Packer | None = None,
     ) -> None:
-        self._first = (obs, info)
-        self._steps: list[tuple[Any, Any, Any, bool, bool, dict[str, Any]]] = []
-        self.add_step = self._steps.append
-        """:meth:`add` taking one ``(action, obs, reward, terminated, truncated, info)``
-        tuple: a recorder's per-step call, without a Python frame."""
+        if packer is None or not packer.fits(obs):
+            packer = Packer("observations", obs)
+        self.packer = packer
+        self._pack = packer.pack
+        self._observations: list[Row] = [packer.pack(obs)]
+        self._steps: list[tuple[Any, Any, bool, bool]] = []
+        self._progress: list[tuple[int, dict[str, bool] | None]] = []
+        """``(row, copy of info["subgoals"])`` at the reset and wherever it changed
+        (``None`` where the info had none)."""
+        self._last_progress: Any = _UNSEEN
+        self._feedback: list[tuple[int, Any]] = []
+        """``(row, info["feedback"])`` for every observation that had it."""
+        self._extra_rewards: list[tuple[int, Any, Any]] = []
+        """``(step, env reward, shaping reward)`` for steps whose info gave either."""
+        self._first_info = info
+        self._last_info = info
+        self._watch(0, info)
         self.task_id = task_id
         self.round = round
         self.seed = seed
@@ -100,8 +120,27 @@ class EpisodeBuilder:
         truncated: bool,
         info: dict[str, Any],
     ) -> None:
-        """Records one step (by reference: the env must not reuse the objects in place)."""
-        self.add_step((action, obs, reward, terminated, truncated, info))
+        """Records one step: the observation's arrays copied, the rest of what is recorded kept.
+
+        Actions, rewards and info payloads are kept by reference.
+        """
+        self._observations.append(self._pack(obs))
+        self._steps.append((action, reward, terminated, truncated))
+        if "env_reward" in info or "shaping_reward" in info:
+            env_reward = info.get("env_reward", reward)
+            shaping = info.get("shaping_reward", 0.0)
+            self._extra_rewards.append((len(self._steps) - 1, env_reward, shaping))
+        self._last_info = info
+        self._watch(len(self._steps), info)
+
+    def _watch(self, row: int, info: dict[str, Any]) -> None:
+        """Notes the subgoal progress (when it changed) and the feedback of observation ``row``."""
+        progress = info.get("subgoals")
+        if progress != self._last_progress:
+            self._last_progress = progress
+            self._progress.append((row, None if progress is None else dict(progress)))
+        if "feedback" in info:
+            self._feedback.append((row, info["feedback"]))
 
     def build(
         self,
@@ -152,54 +191,46 @@ class EpisodeBuilder:
         """
         if not self._steps:
             raise ValueError("an episode needs at least one step")
-        actions, observations, rewards, terminations, truncations, infos = zip(
-            *self._steps, strict=True
-        )
-        first_obs, first_info = self._first
-        all_infos = (first_info, *infos)
+        length = len(self._steps)
+        actions, rewards, terminations, truncations = zip(*self._steps, strict=True)
         columns = _RecordColumns()
-        columns.add_values("observations", (first_obs, *observations))
+        columns.add_packed(self.packer.columns(self._observations))
         columns.add_values("actions", actions)
         reward_column = np.array(rewards, np.float64)
         columns.add("rewards", reward_column)
         columns.add("terminations", np.array(terminations, bool))
         columns.add("truncations", np.array(truncations, bool))
-        step_keys = set().union(*infos)  # what the wrappers reported, at any step
-        if "env_reward" in step_keys or "shaping_reward" in step_keys:
-            columns.add(
-                "env_rewards",
-                np.array(
-                    [i.get("env_reward", r) for i, r in zip(infos, rewards, strict=True)],
-                    np.float64,
-                ),
-            )
-            columns.add(
-                "shaping_rewards",
-                np.array([i.get("shaping_reward", 0.0) for i in infos], np.float64),
-            )
+        if self._extra_rewards:
+            env_rewards = reward_column.copy()
+            shaping_rewards = np.zeros(length, np.float64)
+            steps, env_values, shaping_values = zip(*self._extra_rewards, strict=True)
+            env_rewards[list(steps)] = env_values
+            shaping_rewards[list(steps)] = shaping_values
+            columns.add("env_rewards", env_rewards)
+            columns.add("shaping_rewards", shaping_rewards)
         events = 0
-        if "feedback" in step_keys or "feedback" in first_info:
-            feedback = _feedback_columns(all_infos)
+        if self._feedback:
+            feedback = _feedback_columns(self._feedback, length + 1)
             events = len(feedback.get("events/row", ()))
             for name, column in feedback.items():
                 columns.add(name, column)
         subgoal_ids: tuple[str, ...] = ()
-        if "subgoals" in step_keys or "subgoals" in first_info:
-            subgoal_ids, masks = _subgoal_masks(all_infos)
+        if any(progress is not None for _, progress in self._progress):
+            subgoal_ids, masks = _subgoal_masks(self._progress, length + 1)
             columns.add("subgoals/done", masks)
-        last = infos[-1]
+        last = self._last_info
         success = last.get("is_success")
         meta = EpisodeMeta(
             task_id=self.task_id,
             round=self.round,
             start_time=self.start_time,
             end_time=end_time,
-            length=len(self._steps),
+            length=length,
             seed=self.seed,
             success=None if success is None else bool(success),
             outcome=str(last.get("outcome", "")),
             episode_return=float(reward_column.sum()),
-            phase=str(first_info.get("feedback", _NONE).get("phase", "")),
+            phase=str(self._first_info.get("feedback", _NONE).get("phase", "")),
             switch_time=switch_time,
             config_version=config_version,
             config_changes=config_changes,
@@ -226,52 +257,68 @@ class _RecordColumns:
         self.schema.append((name, column.dtype, column.shape[1:]))
 
     def add_values(self, prefix: str, values: Sequence[Any]) -> None:
-        """Adds the columns of like (possibly nested) values, as :func:`.flatten_values` names them.
+        """Adds the columns of like (possibly nested) values (see :func:`.flatten_values`)."""
+        if isinstance(values[0], CONTAINERS):
+            for name, leaf in leaf_values(prefix, values):
+                self.add_leaf(name, leaf)
+        else:
+            self.add_leaf(prefix, values)
+
+    def add_packed(self, columns: list[Column]) -> None:
+        """Adds the columns a :class:`~._packing.Packer` cut from its rows."""
+        for name, dtype, data in columns:
+            if dtype is None:
+                self.add_leaf(name, data)
+            else:
+                shape, pieces = data
+                self.schema.append((name, dtype, shape))
+                self.pieces.append(pieces)
+
+    def add_leaf(self, name: str, values: Sequence[Any]) -> None:
+        """Adds one leaf's column.
 
         Like arrays go in as their bytes, joined; text as a string column;
         anything else through ``np.asarray``.
         """
-        for name, leaf in leaf_values(prefix, values):
-            first = leaf[0]
-            data = row_bytes(leaf)
-            if data is not None:
-                self.schema.append((name, first.dtype, first.shape))
-                self.pieces.append(data)
-            elif isinstance(first, str):
-                self.schema.append((name, _OBJECT, ()))
-                self.pieces += text_pieces(leaf)
-            else:
-                self.add(name, np.asarray(leaf))
+        first = values[0]
+        data = row_bytes(values)
+        if data is not None:
+            self.schema.append((name, first.dtype, first.shape))
+            self.pieces.append(data)
+        elif isinstance(first, str):
+            self.schema.append((name, _OBJECT, ()))
+            self.pieces += text_pieces(values)
+        else:
+            self.add(name, np.asarray(values))
 
 
-def _feedback_columns(infos: tuple[dict[str, Any], ...]) -> dict[str, np.ndarray]:
-    rows = len(infos)
-    kinds = [0] * rows
-    phases = [b""] * rows
-    guide_weights = [np.nan] * rows
-    review_weights = [np.nan] * rows
+def _feedback_columns(feedback: list[tuple[int, Any]], rows: int) -> dict[str, np.ndarray]:
+    """The feedback and schedule columns of ``rows`` observations from ``(row, feedback)``."""
+    kinds = np.zeros(rows, np.uint8)
+    phases = np.zeros(rows, PHASE_DTYPE)
+    guide_weights = np.full(rows, np.nan, np.float32)
+    review_weights = np.full(rows, np.nan, np.float32)
     event_rows: list[int] = []
     event_types: list[int] = []
     payloads: list[str] = []
-    for row, info in enumerate(infos):
-        feedback = info.get("feedback")
-        if feedback is None:
+    for row, value in feedback:
+        if value is None:
             continue
         for kind, key in _EVENT_KEYS:
-            value = feedback.get(key)
-            if value:  # absent feedback is None or {}
+            payload = value.get(key)
+            if payload:  # absent feedback is None or {}
                 kinds[row] |= kind
                 event_rows.append(row)
                 event_types.append(kind)
-                payloads.append(_to_json(value))
-        phases[row] = feedback.get("phase", "").encode()
-        guide_weights[row] = feedback.get("guide_weight", np.nan)
-        review_weights[row] = feedback.get("review_weight", np.nan)
+                payloads.append(_to_json(payload))
+        phases[row] = value.get("phase", "").encode()
+        guide_weights[row] = value.get("guide_weight", np.nan)
+        review_weights[row] = value.get("review_weight", np.nan)
     columns = {
-        "feedback/type": np.array(kinds, np.uint8),
-        "schedule/phase": np.array(phases, PHASE_DTYPE),
-        "schedule/guide_weight": np.array(guide_weights, np.float32),
-        "schedule/review_weight": np.array(review_weights, np.float32),
+        "feedback/type": kinds,
+        "schedule/phase": phases,
+        "schedule/guide_weight": guide_weights,
+        "schedule/review_weight": review_weights,
     }
     if payloads:
         columns["events/row"] = np.array(event_rows, np.int32)
@@ -281,46 +328,22 @@ def _feedback_columns(infos: tuple[dict[str, Any], ...]) -> dict[str, np.ndarray
     return columns
 
 
-def _subgoal_masks(infos: tuple[dict[str, Any], ...]) -> tuple[tuple[str, ...], np.ndarray]:
-    progress = [info.get("subgoals", _NONE) for info in infos]
+def _subgoal_masks(
+    changes: list[tuple[int, dict[str, bool] | None]], rows: int
+) -> tuple[tuple[str, ...], np.ndarray]:
+    """The subgoal ids and each observation's mask, from the progress where it changed."""
+    progress = [_NONE if p is None else p for _, p in changes]
+    starts = [row for row, _ in changes]
     ids = tuple(progress[-1])
-    masks = _masks_of_same_ids(progress, ids)
-    if masks is not None:
-        return ids, masks
-    ids = tuple(dict.fromkeys(sid for p in progress for sid in p))
-    progress = [{sid: p.get(sid, False) for sid in ids} for p in progress]
-    _check_mask_room(ids)
-    done = np.fromiter(
-        itertools.chain.from_iterable(p.values() for p in progress), bool, len(progress) * len(ids)
-    ).reshape(len(progress), len(ids))
-    bits = np.arange(len(ids), dtype=np.uint64)
-    return ids, (done.astype(np.uint64) << bits).sum(axis=1, dtype=np.uint64)
-
-
-def _masks_of_same_ids(progress: list[dict[str, bool]], ids: tuple[str, ...]) -> np.ndarray | None:
-    """The masks when every step lists ``ids`` in that order (the usual case), else ``None``.
-
-    Progress changes a few times an episode, so a row equal to the one before
-    reuses its mask.
-    """
-    _check_mask_room(ids)
-    bit = {sid: 1 << i for i, sid in enumerate(ids)}
-    masks: list[int] = []
-    previous: dict[str, bool] | None = None
-    mask = 0
-    for row in progress:
-        if row != previous:
-            if tuple(row) != ids:
-                return None
-            mask = sum(bit[sid] for sid, done in row.items() if done)
-            previous = row
-        masks.append(mask)
-    return np.array(masks, np.uint64)
-
-
-def _check_mask_room(ids: tuple[str, ...]) -> None:
+    if not all(tuple(p) == ids for p in progress):
+        ids = tuple(dict.fromkeys(sid for p in progress for sid in p))
     if len(ids) > MAX_SUBGOALS:
         raise ValueError(
             f"subgoal progress is stored as a {MAX_SUBGOALS}-bit mask; this episode has "
             f"{len(ids)} subgoals"
         )
+    bit = {sid: 1 << i for i, sid in enumerate(ids)}
+    masks = np.array(
+        [sum(bit[sid] for sid, done in p.items() if done) for p in progress], np.uint64
+    )
+    return ids, np.repeat(masks, np.diff([*starts, rows]))

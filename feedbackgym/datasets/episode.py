@@ -26,7 +26,7 @@ import json
 import math
 import operator
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntFlag
 from typing import Any
@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "CONTAINERS",
     "NEUTRAL",
     "OBSERVATION_ROWS",
     "PHASE_DTYPE",
@@ -47,6 +48,8 @@ __all__ = [
     "compatible",
     "concat_columns",
     "flatten_values",
+    "leaf_at",
+    "leaf_paths",
     "leaf_values",
     "nest_columns",
     "row_count",
@@ -361,14 +364,65 @@ def leaf_values(prefix: str, values: Sequence[Any]) -> list[tuple[str, Sequence[
     The first value's structure names the columns (see :func:`flatten_values`).
 
     Raises:
+        ValueError: A dict key contains ``/``, or a value lacks a key or
+            index that the first one has.
+    """
+    return [
+        (name, [leaf_at(value, path) for value in values])
+        for name, path in leaf_paths(prefix, values[0])
+    ]
+
+
+CONTAINERS = (dict, tuple)
+"""The value types whose items :func:`leaf_paths` names as columns of their own."""
+
+
+def leaf_paths(prefix: str, value: Any) -> list[tuple[str, tuple[Any, ...]]]:
+    """The leaves of a (possibly nested) value: ``(column name, path of keys and indices)``.
+
+    Dicts name their leaves ``prefix/<key>`` (in the dict's order), tuples
+    ``prefix/_index_<i>``; anything else is a leaf.
+
+    Example:
+        >>> leaf_paths("obs", {"a": 1, "b": (2, 3)})
+        [('obs/a', ('a',)), ('obs/b/_index_0', ('b', 0)), ('obs/b/_index_1', ('b', 1))]
+
+    Raises:
         ValueError: A dict key contains ``/``.
     """
-    leaves: list[tuple[str, Sequence[Any]]] = []
-    _add_leaves(leaves, prefix, values)
-    return leaves
+    if isinstance(value, dict):
+        keys: tuple[Any, ...] = tuple(value)
+        names = _key_names(prefix, keys)
+        children = list(value.values())
+    elif isinstance(value, tuple):
+        keys = tuple(range(len(value)))
+        names = [f"{prefix}/_index_{i}" for i in keys]
+        children = list(value)
+    else:
+        return [(prefix, ())]
+    paths: list[tuple[str, tuple[Any, ...]]] = []
+    for key, name, child in zip(keys, names, children, strict=True):
+        if isinstance(child, CONTAINERS):
+            paths += [(leaf, (key, *path)) for leaf, path in leaf_paths(name, child)]
+        else:
+            paths.append((name, (key,)))
+    return paths
 
 
-_CONTAINERS = (dict, tuple)
+def leaf_at(value: Any, path: tuple[Any, ...]) -> Any:
+    """The leaf of ``value`` at ``path`` (see :func:`leaf_paths`).
+
+    Raises:
+        ValueError: ``value`` lacks one of the keys or indices.
+    """
+    for step in path:
+        try:
+            value = value[step]
+        except (KeyError, IndexError, TypeError) as error:
+            raise ValueError(
+                f"a value lacks {'/'.join(map(str, path))!r}, which the first value has"
+            ) from error
+    return value
 
 
 @functools.lru_cache(maxsize=256)
@@ -377,30 +431,6 @@ def _key_names(prefix: str, keys: tuple[Any, ...]) -> list[str]:
         if "/" in str(key):
             raise ValueError(f"observation and action keys may not contain '/': {key!r}")
     return [f"{prefix}/{key}" for key in keys]
-
-
-def _add_leaves(
-    leaves: list[tuple[str, Sequence[Any]]], prefix: str, values: Sequence[Any]
-) -> None:
-    first = values[0]
-    if isinstance(first, dict):
-        keys = tuple(first)
-        names = _key_names(prefix, keys)
-        if list(map(tuple, values)) == [keys] * len(values):  # the usual case: one key order
-            children: Iterable[Sequence[Any]] = zip(*map(dict.values, values), strict=True)
-        else:
-            children = ([v[key] for v in values] for key in keys)
-    elif isinstance(first, tuple):
-        children = ([v[i] for v in values] for i in range(len(first)))
-        names = [f"{prefix}/_index_{i}" for i in range(len(first))]
-    else:
-        leaves.append((prefix, values))
-        return
-    for name, child in zip(names, children, strict=True):
-        if isinstance(child[0], _CONTAINERS):
-            _add_leaves(leaves, name, child)
-        else:
-            leaves.append((name, child))
 
 
 def _column(values: Sequence[Any]) -> np.ndarray:
@@ -424,7 +454,10 @@ def row_bytes(values: Sequence[Any]) -> bytes | None:
     first = values[0]
     if type(first) is not np.ndarray or first.dtype.kind == "O":
         return None
-    if list(map(_dtype_of, values)) != [first.dtype] * len(values):
+    try:
+        if list(map(_dtype_of, values)) != [first.dtype] * len(values):
+            return None
+    except AttributeError:  # a row that is not an array
         return None
     try:
         data = b"".join(values)

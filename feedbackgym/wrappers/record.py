@@ -10,6 +10,7 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 from gymnasium import spaces
 
+from feedbackgym.datasets._packing import Packer
 from feedbackgym.datasets._segment import group_path
 from feedbackgym.datasets.builder import EpisodeBuilder
 from feedbackgym.datasets.store import TrajectoryStore
@@ -80,6 +81,7 @@ class RecordTrajectories(
         self._feedback_state = _method(env, "feedback_state")
         self._parse = _action_parser(env)
         self._builder: EpisodeBuilder | None = None
+        self._packer: Packer | None = None
         self._saw_guide = False
         self.switch_time: float | None = None
         """Wall time at which the recorded phase first left ``"guide"``."""
@@ -102,8 +104,15 @@ class RecordTrajectories(
         """Resets the env and starts recording the episode."""
         obs, info = self.env.reset(seed=seed, options=options)
         self._builder = EpisodeBuilder(
-            obs, info, task_id=self.task_id, round=self.round, seed=seed, start_time=time.time()
+            obs,
+            info,
+            task_id=self.task_id,
+            round=self.round,
+            seed=seed,
+            start_time=time.time(),
+            packer=self._packer,
         )
+        self._packer = self._builder.packer
         if self.switch_time is None:
             self._watch_phase(info)
         return obs, info
@@ -119,7 +128,7 @@ class RecordTrajectories(
         if builder is not None:
             if self._parse is not None and isinstance(action, str):
                 action = self._parse(action)
-            builder.add_step((action, obs, reward, terminated, truncated, info))
+            builder.add(action, obs, reward, terminated, truncated, info)
             if self.switch_time is None and "feedback" in info:
                 self._watch_phase(info)
             if terminated or truncated:
