@@ -22,7 +22,8 @@ from feedbackgym.envs.code.actions import REVERT, RUN_ALL, FreeEdit
 from feedbackgym.envs.code.sandbox.local import sandbox_uid
 from tests.envs.code.conftest import BACKENDS, require_backend
 
-RUN_TIMEOUT = 1.0
+RUN_TIMEOUT = 2.0
+"""Seconds a run may take: 1.0 timed out once on an exception snippet under load."""
 
 SNIPPETS = {
     # network: nothing but the sandbox's own loopback exists
