@@ -65,9 +65,15 @@ class Packer:
         self._packed = [i for i, leaf in enumerate(leaves) if _packable(leaf)]
         self._kept = [i for i in range(len(leaves)) if i not in self._packed]
         self._dtypes = [leaves[i].dtype for i in self._packed]
-        self._shapes = [leaves[i].shape for i in self._packed]
-        self._sizes = [leaves[i].nbytes for i in self._packed]
-        self.row_size = sum(self._sizes)
+        self._fields: list[tuple[int, np.dtype[Any], tuple[int, ...], int, int]] = []
+        """Per packed leaf: its position, dtype, shape, and its byte range in a row."""
+        offset = 0
+        for i in self._packed:
+            self._fields.append(
+                (i, leaves[i].dtype, leaves[i].shape, offset, offset + leaves[i].nbytes)
+            )
+            offset += leaves[i].nbytes
+        self.row_size = offset
         self._get_packed = _getter([self._paths[i] for i in self._packed])
         self._get_kept = _getter([self._paths[i] for i in self._kept])
         flat = isinstance(first, dict) and all(len(path) == 1 for path in self._paths)
@@ -111,18 +117,13 @@ class Packer:
             return [(name, None, values) for name, values in self._values(rows)]
         columns: list[Column] = [(name, None, ()) for name in self.names]
         block = b"".join([data for data, _ in rows])  # type: ignore[misc]
-        if len(self._packed) == 1:
-            i = self._packed[0]
-            columns[i] = (self.names[i], self._dtypes[0], (self._shapes[0], block))
-        elif self._packed:
+        if len(self._fields) == 1:
+            i, dtype, shape, _, _ = self._fields[0]
+            columns[i] = (self.names[i], dtype, (shape, block))
+        elif self._fields:
             table = np.frombuffer(block, np.uint8).reshape(len(rows), self.row_size)
-            offset = 0
-            for i, dtype, shape, size in zip(
-                self._packed, self._dtypes, self._shapes, self._sizes, strict=True
-            ):
-                data = table[:, offset : offset + size].tobytes()
-                columns[i] = (self.names[i], dtype, (shape, data))
-                offset += size
+            for i, dtype, shape, start, stop in self._fields:
+                columns[i] = (self.names[i], dtype, (shape, table[:, start:stop].tobytes()))
         if self._kept:
             kept = zip(*[leaves for _, leaves in rows], strict=True)
             for i, values in zip(self._kept, kept, strict=True):
@@ -137,13 +138,9 @@ class Packer:
                 for column, path in zip(values, self._paths, strict=True):
                     column.append(leaf_at(kept, path))
                 continue
-            offset = 0
-            for i, dtype, shape, size in zip(
-                self._packed, self._dtypes, self._shapes, self._sizes, strict=True
-            ):
-                array = np.frombuffer(data, dtype, size // dtype.itemsize, offset)
+            for i, dtype, shape, start, stop in self._fields:
+                array = np.frombuffer(data, dtype, (stop - start) // dtype.itemsize, start)
                 values[i].append(array.reshape(shape))
-                offset += size
             for i, leaf in zip(self._kept, kept, strict=True):
                 values[i].append(leaf)
         return list(zip(self.names, values, strict=True))
@@ -170,10 +167,4 @@ def _getter(paths: list[tuple[Any, ...]]) -> _Getter:
             return lambda value: (value[key],)
         get: _Getter = operator.itemgetter(*(path[0] for path in paths))
         return get
-    return lambda value: tuple(_walk(value, path) for path in paths)
-
-
-def _walk(value: Any, path: tuple[Any, ...]) -> Any:
-    for step in path:
-        value = value[step]
-    return value
+    return lambda value: tuple(leaf_at(value, path) for path in paths)

@@ -30,7 +30,6 @@ from feedbackgym.datasets._codec import (
 )
 from feedbackgym.datasets._packing import Column, Packer, Row
 from feedbackgym.datasets.episode import (
-    CONTAINERS,
     PHASE_DTYPE,
     Episode,
     EpisodeMeta,
@@ -258,11 +257,8 @@ class _RecordColumns:
 
     def add_values(self, prefix: str, values: Sequence[Any]) -> None:
         """Adds the columns of like (possibly nested) values (see :func:`.flatten_values`)."""
-        if isinstance(values[0], CONTAINERS):
-            for name, leaf in leaf_values(prefix, values):
-                self.add_leaf(name, leaf)
-        else:
-            self.add_leaf(prefix, values)
+        for name, leaf in leaf_values(prefix, values):
+            self.add_leaf(name, leaf)
 
     def add_packed(self, columns: list[Column]) -> None:
         """Adds the columns a :class:`~._packing.Packer` cut from its rows."""

@@ -367,10 +367,10 @@ def leaf_values(prefix: str, values: Sequence[Any]) -> list[tuple[str, Sequence[
         ValueError: A dict key contains ``/``, or a value lacks a key or
             index that the first one has.
     """
-    return [
-        (name, [leaf_at(value, path) for value in values])
-        for name, path in leaf_paths(prefix, values[0])
-    ]
+    paths = leaf_paths(prefix, values[0])
+    if paths == [(prefix, ())]:  # the values are the leaves
+        return [(prefix, values)]
+    return [(name, [leaf_at(value, path) for value in values]) for name, path in paths]
 
 
 CONTAINERS = (dict, tuple)
