@@ -71,8 +71,8 @@ def steps_per_second(env: gym.Env, steps: int) -> float:
 def full_stack(every: int) -> gym.Env:
     """Shaping, a hint every ``every`` steps and reviews on every channel, a schedule."""
     env = gym.make(ENV_ID, obs_mode="both")
-    env = ShapeWithSubgoals(env)
-    env = AddGuide(env, every=every, channels=("text", "vector", "info"))
+    env = ShapeWithSubgoals(env, terminal="zero")
+    env = AddGuide(env, every=every, channels=("text", "vector", "info"), dropout=0.0)
     env = AddReview(env, window=20, channels=("text", "vector", "info", "credit"))
     env = FadeGuideToReview(env, schedule={"total": 100, "switch_at": 0.4, "fade": 5})
     env.set_progress(42)  # mid-fade: both guide and review active

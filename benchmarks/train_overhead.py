@@ -5,7 +5,8 @@ with two policy networks: SB3's default (64, 64) and the (128, 128) that
 ``feedbackgym compare`` trains (``runner.DEFAULT_NET_ARCH``).
 
 The full stack is the guide-then-review arm (shaping, hints, reviews, the schedule
-driven by :class:`~feedbackgym.baselines.callbacks.FeedbackCallback`) with every
+driven by a :class:`~feedbackgym.control.FeedbackController` through
+:func:`~feedbackgym.baselines.callbacks.feedback_callbacks`) with every
 episode recorded to an HDF5 store by ``RecordTrajectories``.
 
 Usage:
@@ -26,11 +27,12 @@ from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.vec_env import DummyVecEnv, VecMonitor
 
 import feedbackgym
-from feedbackgym.baselines.arms import ArmSettings, make_arm_env
-from feedbackgym.baselines.callbacks import FeedbackCallback
+from feedbackgym.baselines.arms import arm_config
+from feedbackgym.baselines.callbacks import feedback_callbacks
 from feedbackgym.baselines.runner import DEFAULT_NET_ARCH
+from feedbackgym.config import FeedbackConfig, merge_config
+from feedbackgym.control import FeedbackController
 from feedbackgym.datasets import TrajectoryStore
-from feedbackgym.wrappers import RecordTrajectories
 
 gym.register_envs(feedbackgym)
 ENV_ID = "feedbackgym/OpsIncidentMedium-v0"
@@ -42,12 +44,13 @@ def wall_time(full: bool, steps: int, store_dir: str, net_arch: list[int]) -> fl
     """Seconds PPO takes for ``steps`` env steps, raw or with the full stack."""
     rounds = steps // (N_ENVS * N_STEPS)
     store = TrajectoryStore(store_dir) if full else None
+    fixed = merge_config(FeedbackConfig(), {"schedule": {"fade": 1, "adaptive": None}})
+    config = arm_config("guide-then-review", fixed, rounds)
 
     def make() -> Any:
         if not full:
             return gym.make(ENV_ID)
-        env = make_arm_env(ENV_ID, "guide-then-review", ArmSettings(total_rounds=rounds, fade=1))
-        return RecordTrajectories(env, store, round=0)
+        return feedbackgym.make(ENV_ID, config, record=store)
 
     venv = VecMonitor(DummyVecEnv([make] * N_ENVS))
     model = PPO(
@@ -60,7 +63,7 @@ def wall_time(full: bool, steps: int, store_dir: str, net_arch: list[int]) -> fl
         device="cpu",
     )
     model.set_logger(Logger(None, []))  # SB3's default logger makes a folder per run in /tmp
-    callback = FeedbackCallback() if full else None
+    callback = feedback_callbacks(FeedbackController(config)) if full else None
     start = time.perf_counter()
     model.learn(steps, callback=callback)
     elapsed = time.perf_counter() - start

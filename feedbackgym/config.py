@@ -4,12 +4,16 @@ Example file (``feedback.yaml``)::
 
     guide: {every: 4, lookahead: 2, dropout: 0.1, channels: [vector, info]}
     review: {window: 20, channels: [info, credit]}
-    schedule: {switch_at: 0.4, fade: 5, total: 100, unit: rounds,
-               adaptive: {metric: loss, window: 10, sooner_below: 0.01, later_above: 0.05}}
-    shaping: {gamma: 0.99, scale: 1.0}
+    schedule: {arm: guide-then-review, switch_at: 0.4, fade: 5, total: 100, unit: rounds,
+               adaptive: {metric: return, window: 10, min_success: 0.3}}
+    shaping: {gamma: 0.99, scale: 1.0, terminal: keep}
     retention: {hot_days: 7, cold_days: 90}
 
-Every field has a default, so an empty file is a valid config. Errors raise
+:class:`FeedbackConfig` is the single description of a feedback stack and the
+single home of its defaults: :func:`feedbackgym.make` builds the stack from it,
+the comparison's arms are presets of it (:meth:`FeedbackConfig.for_arm`), and
+the trainers' configs embed it. Every field has a default (the settings the
+comparisons measured best), so an empty file is a valid config. Errors raise
 :class:`~feedbackgym.errors.ConfigError` naming the field. :class:`ConfigWatcher`
 re-reads the file when it changes: a valid edit is applied and logged with a
 timestamp; an invalid one (or one that changes a channel, which would change
@@ -23,6 +27,7 @@ import hashlib
 import logging
 import time
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -40,12 +45,14 @@ __all__ = [
     "ScheduleConfig",
     "ShapingConfig",
     "load_config",
+    "merge_config",
 ]
 
 logger = logging.getLogger(__name__)
 
 GuideChannel = Literal["text", "vector", "info"]
 ReviewChannel = Literal["text", "vector", "info", "credit"]
+Arm = Literal["sparse", "guide", "review", "guide-then-review", "review-then-guide", "shaping"]
 
 
 class _Section(BaseModel):
@@ -59,12 +66,15 @@ class GuideConfig(_Section):
         every: Guide density: a hint is due every ``every`` steps.
         lookahead: Subgoals a hint names.
         dropout: Chance a due hint is withheld even at full guide weight.
+        dropout_scope: ``"episode"`` (whole episodes unguided: the policy
+            learns to play without hints) or ``"step"`` (single hints).
         channels: Where hints go.
     """
 
-    every: int = Field(4, ge=1)
+    every: int = Field(1, ge=1)
     lookahead: int = Field(2, ge=1)
-    dropout: float = Field(0.0, ge=0.0, le=1.0)
+    dropout: float = Field(0.5, ge=0.0, le=1.0)
+    dropout_scope: Literal["step", "episode"] = "episode"
     channels: tuple[GuideChannel, ...] = ("info",)
 
 
@@ -78,23 +88,27 @@ class ReviewConfig(_Section):
         channels: Where reviews go.
     """
 
-    window: int = Field(20, ge=1)
+    window: int = Field(40, ge=1)
     stall_steps: int = Field(8, ge=1)
     action_level: bool = False
     channels: tuple[ReviewChannel, ...] = ("info",)
 
 
 class AdaptiveConfig(_Section):
-    """The adaptive switch rule (see :class:`feedbackgym.schedules.TrendRule`)."""
+    """The adaptive switch rule (see :class:`feedbackgym.schedules.TrendRule`).
 
-    metric: Literal["loss", "return"] = "loss"
+    The defaults follow the training return and hold the guide while the
+    training success is under 30% (what ``feedbackgym compare`` measured best).
+    """
+
+    metric: Literal["loss", "return"] = "return"
     window: int = Field(10, ge=2)
     sooner_below: float = Field(0.01, ge=0.0)
     later_above: float = Field(0.05, ge=0.0)
     shift: float = Field(0.05, ge=0.0, le=1.0)
     min_switch: float = Field(0.1, ge=0.0, le=1.0)
     max_switch: float = Field(0.8, ge=0.0, le=1.0)
-    min_success: float = Field(0.0, ge=0.0, le=1.0)
+    min_success: float = Field(0.3, ge=0.0, le=1.0)
 
     @model_validator(mode="after")
     def _ordered(self) -> AdaptiveConfig:
@@ -111,27 +125,38 @@ class ScheduleConfig(_Section):
     Attributes:
         arm: Which comparison arm the schedule is.
         switch_at: Where the fade starts, as a fraction of training.
-        fade: Cross-fade length, in ``unit``.
+        fade: Cross-fade length, in ``unit`` (``None``: 10% of training, at least 5).
         total: Training length, in ``unit``.
         unit: ``"rounds"`` or ``"steps"``.
         adaptive: The adaptive rule, or ``None`` for a fixed switch.
     """
 
-    arm: Literal[
-        "sparse", "guide", "review", "guide-then-review", "review-then-guide", "shaping"
-    ] = "guide-then-review"
+    arm: Arm = "guide-then-review"
     switch_at: float = Field(0.4, ge=0.0, le=1.0)
-    fade: float = Field(5, ge=0)
+    fade: float | None = Field(None, ge=0)
     total: float = Field(100, gt=0)
     unit: Literal["rounds", "steps"] = "rounds"
-    adaptive: AdaptiveConfig | None = None
+    adaptive: AdaptiveConfig | None = AdaptiveConfig()
+
+    @property
+    def fade_length(self) -> float:
+        """The fade length in ``unit``: ``fade``, or 10% of training (at least 5)."""
+        return self.fade if self.fade is not None else max(5.0, 0.1 * self.total)
 
 
 class ShapingConfig(_Section):
-    """Potential-based shaping settings."""
+    """Potential-based shaping settings (see :class:`~feedbackgym.wrappers.ShapeWithSubgoals`).
+
+    Attributes:
+        gamma: Discount of the shaping term (train the learner with the same).
+        scale: Potential of a finished task (0: no shaping).
+        terminal: Potential of a terminal state: ``"keep"``, ``"zero"`` or
+            ``"zero_on_harm"``.
+    """
 
     gamma: float = Field(0.99, gt=0.0, le=1.0)
     scale: float = Field(1.0, ge=0.0)
+    terminal: Literal["zero", "keep", "zero_on_harm"] = "keep"
 
 
 class RetentionConfig(_Section):
@@ -150,14 +175,54 @@ class RetentionConfig(_Section):
         return self
 
 
+ARM_PRESETS: dict[str, dict[str, Any]] = {
+    "sparse": {"shaping": {"scale": 0.0}},
+    "shaping": {},
+    "guide": {},
+    "review": {"shaping": {"scale": 0.0}},
+    "guide-then-review": {},
+    "review-then-guide": {},
+}
+"""What each comparison arm sets on top of a base config (the schedule decides who
+speaks; every arm has the guide and review in the vector and info channels, so
+all arms share one observation space)."""
+
+ARM_CHANNELS: dict[str, Any] = {
+    "guide": {"channels": ("vector", "info")},
+    "review": {"channels": ("vector", "info", "credit")},
+}
+
+
 class FeedbackConfig(_Section):
-    """The whole feedback config."""
+    """The whole feedback config: one description of a feedback stack.
+
+    Example:
+        >>> config = FeedbackConfig.for_arm("sparse")
+        >>> config.schedule.arm, config.shaping.scale, config.guide.channels
+        ('sparse', 0.0, ('vector', 'info'))
+        >>> merge_config(config, {"guide": {"every": 4}}).guide.every
+        4
+    """
 
     guide: GuideConfig = GuideConfig()
     review: ReviewConfig = ReviewConfig()
     schedule: ScheduleConfig = ScheduleConfig()
     shaping: ShapingConfig = ShapingConfig()
     retention: RetentionConfig = RetentionConfig()
+
+    @classmethod
+    def for_arm(cls, arm: str, base: FeedbackConfig | None = None) -> FeedbackConfig:
+        """The preset of a comparison arm on top of ``base`` (default: the defaults).
+
+        Raises:
+            ConfigError: Unknown arm.
+        """
+        if arm not in ARM_PRESETS:
+            raise ConfigError(f"unknown arm {arm!r}; choose one of {', '.join(ARM_PRESETS)}")
+        overrides = {**ARM_CHANNELS, "schedule": {"arm": arm}}
+        for section, values in ARM_PRESETS[arm].items():
+            overrides[section] = {**overrides.get(section, {}), **values}
+        return merge_config(base or cls(), overrides)
 
     @classmethod
     def from_mapping(cls, data: Any, source: str = "config") -> FeedbackConfig:
@@ -176,6 +241,30 @@ class FeedbackConfig(_Section):
     def space_fields(self) -> tuple[Any, ...]:
         """The fields that shape observation spaces, which cannot change mid-run."""
         return (self.guide.channels, self.review.channels)
+
+
+def merge_config(
+    config: FeedbackConfig, overrides: dict[str, Any], source: str = "overrides"
+) -> FeedbackConfig:
+    """``config`` with ``overrides`` (``{section: {field: value}}``) applied, validated.
+
+    Nested dicts merge field by field; a value set to ``None``
+    (``{"schedule": {"adaptive": None}}``) clears it.
+
+    Raises:
+        ConfigError: An override names an unknown field or has a bad value.
+    """
+    return FeedbackConfig.from_mapping(_merged(config.model_dump(), overrides), source=source)
+
+
+def _merged(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(data)
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merged(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
 
 
 def load_config(path: str | Path) -> FeedbackConfig:
@@ -214,6 +303,8 @@ class ConfigWatcher:
 
     Args:
         path: The YAML or TOML file.
+        transform: Applied to every version read (command-line overrides, an
+            arm's preset); a :class:`ConfigError` it raises rejects the edit.
 
     Attributes:
         config: The config in force.
@@ -224,10 +315,15 @@ class ConfigWatcher:
         ConfigError: The initial file is invalid (nothing to fall back on).
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        transform: Callable[[FeedbackConfig], FeedbackConfig] | None = None,
+    ) -> None:
         self.path = Path(path)
+        self.transform = transform or (lambda config: config)
         raw = _read(self.path)
-        self.config = FeedbackConfig.from_mapping(_parse(self.path, raw), source=str(self.path))
+        self.config = self._validated(raw)
         self.version = 1
         self._digest = hashlib.sha256(raw).hexdigest()
         self._mtime = self._stat()
@@ -254,7 +350,7 @@ class ConfigWatcher:
             return False
         self._digest = digest
         try:
-            candidate = FeedbackConfig.from_mapping(_parse(self.path, raw), source=str(self.path))
+            candidate = self._validated(raw)
         except ConfigError as error:
             return self._reject(str(error))
         if candidate.space_fields() != self.config.space_fields():
@@ -269,6 +365,10 @@ class ConfigWatcher:
         )
         logger.info("config %s: applied version %d", self.path, self.version)
         return True
+
+    def _validated(self, raw: bytes) -> FeedbackConfig:
+        parsed = FeedbackConfig.from_mapping(_parse(self.path, raw), source=str(self.path))
+        return self.transform(parsed)
 
     def _reject(self, reason: str) -> bool:
         self.changes.append(

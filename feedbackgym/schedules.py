@@ -9,7 +9,8 @@ and by calling the schedule, which returns the guide weight as SB3's
 schedules do.
 
 The adaptive rule (:class:`TrendRule`) reads the trend the trainer reports
-and moves the switch: if the mean loss fell less than ``sooner_below`` (1%)
+and moves the switch (its defaults are :class:`~feedbackgym.config.AdaptiveConfig`'s:
+the return trend, a success floor of 30%): if the mean loss fell less than ``sooner_below`` (1%)
 over the last ``window`` (10) rounds, switch sooner; more than ``later_above``
 (5%), stay longer; always inside ``[min_switch, max_switch]``. With
 ``min_success`` set, the guide also stays on while the training success rate
@@ -27,23 +28,25 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from feedbackgym.config import AdaptiveConfig, ScheduleConfig
+
 __all__ = [
     "ARMS",
-    "DEFAULT_MIN_SUCCESS",
     "ConstantSchedule",
     "GuideReviewSchedule",
     "Schedule",
     "ScheduleState",
     "TrendRule",
     "make_schedule",
+    "schedule_from_config",
 ]
 
 logger = logging.getLogger(__name__)
 
 UNITS = ("rounds", "steps")
 
-DEFAULT_MIN_SUCCESS = 0.3
-"""The success floor of the comparison's adaptive rule (``feedbackgym compare``)."""
+_ADAPTIVE = AdaptiveConfig()
+"""The rule's defaults live in the config (:class:`~feedbackgym.config.AdaptiveConfig`)."""
 
 
 @dataclass(frozen=True)
@@ -96,15 +99,15 @@ class TrendRule:
 
     def __init__(
         self,
-        metric: str = "loss",
+        metric: str = _ADAPTIVE.metric,
         *,
-        window: int = 10,
-        sooner_below: float = 0.01,
-        later_above: float = 0.05,
-        shift: float = 0.05,
-        min_switch: float = 0.1,
-        max_switch: float = 0.8,
-        min_success: float = 0.0,
+        window: int = _ADAPTIVE.window,
+        sooner_below: float = _ADAPTIVE.sooner_below,
+        later_above: float = _ADAPTIVE.later_above,
+        shift: float = _ADAPTIVE.shift,
+        min_switch: float = _ADAPTIVE.min_switch,
+        max_switch: float = _ADAPTIVE.max_switch,
+        min_success: float = _ADAPTIVE.min_success,
     ) -> None:
         if metric not in ("loss", "return"):
             raise ValueError(f"metric must be 'loss' or 'return', got {metric!r}")
@@ -376,9 +379,10 @@ class GuideReviewSchedule(Schedule):
         """The switch as moved so far, its history and the rule's trend window.
 
         Example:
-            >>> s = GuideReviewSchedule(total=10, adaptive=TrendRule(window=2))
+            >>> rule = {"metric": "loss", "window": 2, "min_success": 0.0}
+            >>> s = GuideReviewSchedule(total=10, adaptive=TrendRule(**rule))
             >>> s.report(0, loss=1.0); s.report(1, loss=1.0)  # flat: switch sooner
-            >>> copy = GuideReviewSchedule(total=10, adaptive=TrendRule(window=2))
+            >>> copy = GuideReviewSchedule(total=10, adaptive=TrendRule(**rule))
             >>> copy.load_state_dict(s.state_dict())
             >>> copy.switch_at == s.switch_at < 0.4, copy.history == s.history
             (True, True)
@@ -416,6 +420,25 @@ ARMS: tuple[str, ...] = (
 )
 """Comparison arms; each is a schedule (``shaping`` has sparse feedback weights
 and adds potential-based shaping in the env stack)."""
+
+
+def schedule_from_config(config: ScheduleConfig) -> Schedule:
+    """Builds the schedule a config's ``schedule`` section describes.
+
+    Example:
+        >>> from feedbackgym.config import ScheduleConfig
+        >>> schedule_from_config(ScheduleConfig(arm="guide", total=10)).at_fraction(0.9).phase
+        'guide'
+    """
+    kwargs: dict[str, Any] = {"total": config.total, "unit": config.unit}
+    if config.arm in ("guide-then-review", "review-then-guide"):
+        adaptive = config.adaptive
+        kwargs.update(
+            switch_at=config.switch_at,
+            fade=config.fade_length,
+            adaptive=TrendRule(**adaptive.model_dump()) if adaptive is not None else None,
+        )
+    return make_schedule(config.arm, **kwargs)
 
 
 def make_schedule(arm: str, **kwargs: Any) -> Schedule:

@@ -60,27 +60,34 @@ def _drive(schedule, losses):
 
 
 def test_flat_loss_switches_sooner_and_falling_loss_stays_longer():
-    flat = GuideReviewSchedule(total=100, adaptive=TrendRule(window=10))
+    flat = GuideReviewSchedule(total=100, adaptive=TrendRule("loss", window=10, min_success=0.0))
     assert _drive(flat, [1.0] * 10) == pytest.approx(0.35)
-    falling = GuideReviewSchedule(total=100, adaptive=TrendRule(window=10))
+    falling = GuideReviewSchedule(total=100, adaptive=TrendRule("loss", window=10, min_success=0.0))
     assert _drive(falling, [1.0 * 0.97**i for i in range(10)]) == pytest.approx(0.45)
-    middle = GuideReviewSchedule(total=100, adaptive=TrendRule(window=10))
+    middle = GuideReviewSchedule(total=100, adaptive=TrendRule("loss", window=10, min_success=0.0))
     assert _drive(middle, [1.0 - 0.006 * i for i in range(10)]) == pytest.approx(0.4)
     assert "switch sooner" in flat.history[0]["reason"]
 
 
 def test_switch_stays_in_bounds_and_not_before_now():
     s = GuideReviewSchedule(
-        total=100, adaptive=TrendRule(window=2, shift=0.3, min_switch=0.2, max_switch=0.6)
+        total=100,
+        adaptive=TrendRule(
+            "loss", window=2, shift=0.3, min_switch=0.2, max_switch=0.6, min_success=0
+        ),
     )
     for _ in range(10):
         s.report(5, loss=1.0)
     assert s.switch_at == pytest.approx(0.2)
-    s2 = GuideReviewSchedule(total=100, adaptive=TrendRule(window=2, shift=0.3, max_switch=0.6))
+    s2 = GuideReviewSchedule(
+        total=100, adaptive=TrendRule("loss", window=2, shift=0.3, max_switch=0.6, min_success=0)
+    )
     for i in range(10):
         s2.report(1, loss=0.5**i)
     assert s2.switch_at == pytest.approx(0.6)
-    s3 = GuideReviewSchedule(total=100, adaptive=TrendRule(window=2, shift=0.3))
+    s3 = GuideReviewSchedule(
+        total=100, adaptive=TrendRule("loss", window=2, shift=0.3, min_success=0)
+    )
     for _ in range(4):
         s3.report(30, loss=1.0)
     assert s3.switch_at == pytest.approx(0.3)

@@ -1,4 +1,4 @@
-"""The env stack of each comparison arm: one stack, the schedule decides who speaks.
+"""The comparison arms: presets of one feedback config; one stack, the schedule decides who speaks.
 
 Every arm gets the same observation space (hint and review fields are zero
 when their weight is zero), so networks are comparable across arms:
@@ -21,16 +21,9 @@ half the episodes unguided it learns to play without them and keeps its success.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from feedbackgym.config import FeedbackConfig, merge_config
 
-import gymnasium as gym
-
-from feedbackgym.schedules import ARMS
-from feedbackgym.wrappers import AddGuide, AddReview, FadeGuideToReview, ShapeWithSubgoals
-from feedbackgym.wrappers.shaping import checked_gamma, checked_terminal
-
-__all__ = ["ArmSettings", "checked_keep_checkpoints", "make_arm_env", "rounds_for"]
+__all__ = ["arm_config", "checked_keep_checkpoints", "rounds_for"]
 
 
 def rounds_for(steps: int, n_envs: int, n_steps: int) -> int:
@@ -49,70 +42,15 @@ def checked_keep_checkpoints(keep: int) -> int:
     return keep
 
 
-@dataclass(frozen=True)
-class ArmSettings:
-    """Feedback settings shared by the arms of a comparison.
-
-    Attributes:
-        total_rounds: Training length in rounds (the schedule's unit).
-        switch_at: Fraction of training before the fade starts.
-        fade: Fade length, in rounds.
-        every: Guide density (a hint every ``every`` steps).
-        dropout: Chance that a due hint is withheld in the guide phase.
-        dropout_scope: ``"step"`` (single hints) or ``"episode"`` (whole episodes unguided).
-        window: Review window length.
-        gamma: Discount of the shaping term; the runner (``compare``) also trains PPO
-            with it, so the two match.
-        shaping_terminal: ``"keep"`` (progress reward survives a failed episode,
-            a bias towards ending with more subgoals done), ``"zero"`` (the
-            policy-invariant form, which left too little signal to learn from) or
-            ``"zero_on_harm"`` (kept, unless the episode ends on a harmful step);
-            see :class:`ShapeWithSubgoals`.
-        adaptive: :class:`~feedbackgym.schedules.TrendRule` arguments, or ``None``.
-        env_kwargs: Keyword arguments for ``gym.make``.
-    """
-
-    total_rounds: int = 100
-    switch_at: float = 0.4
-    fade: float = 5
-    every: int = 1
-    dropout: float = 0.5
-    dropout_scope: str = "episode"
-    window: int = 40
-    gamma: float = 0.99
-    shaping_terminal: str = "keep"
-    adaptive: dict[str, Any] | None = None
-    env_kwargs: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        checked_gamma(self.gamma)
-        checked_terminal(self.shaping_terminal)
-
-
-def make_arm_env(env_id: str, arm: str, settings: ArmSettings = ArmSettings()) -> gym.Env[Any, Any]:
-    """Builds the env stack of ``arm``.
+def arm_config(arm: str, base: FeedbackConfig, rounds: int) -> FeedbackConfig:
+    """The config of ``arm`` in a run of ``rounds`` rounds: the arm's preset on ``base``.
 
     Raises:
-        ValueError: Unknown arm.
+        ConfigError: Unknown arm.
+
+    Example:
+        >>> config = arm_config("sparse", FeedbackConfig(), rounds=40)
+        >>> config.schedule.arm, config.schedule.total, config.shaping.scale
+        ('sparse', 40.0, 0.0)
     """
-    if arm not in ARMS:
-        raise ValueError(f"unknown arm {arm!r}; choose one of {', '.join(ARMS)}")
-    env = gym.make(env_id, **settings.env_kwargs)
-    shaping_scale = 0.0 if arm in ("sparse", "review") else 1.0
-    env = ShapeWithSubgoals(
-        env, gamma=settings.gamma, scale=shaping_scale, terminal=settings.shaping_terminal
-    )
-    env = AddGuide(
-        env,
-        every=settings.every,
-        channels=("vector", "info"),
-        dropout=settings.dropout,
-        dropout_scope=settings.dropout_scope,
-    )
-    env = AddReview(env, window=settings.window, channels=("vector", "info", "credit"))
-    schedule: dict[str, Any] = {"arm": arm, "total": settings.total_rounds}
-    if arm in ("guide-then-review", "review-then-guide"):
-        schedule.update(
-            switch_at=settings.switch_at, fade=settings.fade, adaptive=settings.adaptive
-        )
-    return FadeGuideToReview(env, schedule=schedule)
+    return FeedbackConfig.for_arm(arm, merge_config(base, {"schedule": {"total": rounds}}))

@@ -9,6 +9,14 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from feedbackgym.protocol import (
+    ENV_REWARD,
+    IS_SUCCESS,
+    SET_FEEDBACK_STATE,
+    FeedbackState,
+    call_envs,
+)
+
 __all__ = ["Evaluation", "evaluate_policy", "validation_seeds"]
 
 Policy = Callable[[Any], int]
@@ -58,32 +66,32 @@ def _play(
         total, length, done = 0.0, 0, False
         while not done:
             obs, reward, terminated, truncated, info = env.step(policy(obs))
-            total += float(info.get("env_reward", reward))
+            total += float(info.get(ENV_REWARD, reward))
             length += 1
             done = terminated or truncated
-        successes.append(bool(info.get("is_success", False)))
+        successes.append(bool(info.get(IS_SUCCESS, False)))
         returns.append(total)
         lengths.append(length)
     return float(np.mean(successes)), float(np.mean(returns)), float(np.mean(lengths))
 
 
 def evaluate_policy(
-    env: gym.Env[Any, Any], policy: Policy, seeds: Sequence[int], progress: float
+    env: gym.Env[Any, Any], policy: Policy, seeds: Sequence[int], state: FeedbackState
 ) -> Evaluation:
-    """Evaluates ``policy`` on ``seeds`` at schedule ``progress``, hints shown and masked.
+    """Evaluates ``policy`` on ``seeds`` in feedback ``state``, hints shown and masked.
 
     Args:
-        env: The arm's env stack (outermost :class:`~feedbackgym.wrappers.FadeGuideToReview`).
+        env: The arm's env stack (with :class:`~feedbackgym.wrappers.FadeGuideToReview`).
         policy: Maps an observation to an action.
         seeds: Validation seeds.
-        progress: The schedule progress to evaluate at.
+        state: The controller's state to evaluate in (pushed to ``env``).
     """
-    state = env.get_wrapper_attr("set_progress")(progress)
+    call_envs(env, SET_FEEDBACK_STATE, state.masked(False))
     success, mean_return, mean_length = _play(env, policy, seeds)
-    if state["guide_weight"] == 0:
+    if state.guide_weight == 0:
         unguided = success
     else:
-        env.get_wrapper_attr("mask_hints")(True)
+        call_envs(env, SET_FEEDBACK_STATE, state.masked())
         unguided = _play(env, policy, seeds)[0]
-        env.get_wrapper_attr("mask_hints")(False)
+        call_envs(env, SET_FEEDBACK_STATE, state.masked(False))
     return Evaluation(success, unguided, mean_return, mean_length)

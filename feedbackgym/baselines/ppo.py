@@ -3,9 +3,10 @@
 It trains over Gymnasium vector envs (sync or async workers), reads the Dict
 observation (every key flattened) and, optionally, the text observation through
 a byte-level embedding, and runs on CUDA when a GPU is present, else on the
-CPU. Each iteration is a round: it calls ``set_progress(round)`` and
-``report(loss=..., mean_return=...)`` on every env through the vector env's
-``call``, exactly as the SB3 callback does.
+CPU. Each iteration is a round: its :class:`~feedbackgym.control.FeedbackController`
+takes the last round's trend (``loss``, ``mean_return``, ``success``) and pushes
+the round's feedback state to every env through the vector env's ``call``,
+exactly as the SB3 callbacks do.
 
 Usage::
 
@@ -23,9 +24,13 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from feedbackgym.baselines.arms import ArmSettings, make_arm_env, rounds_for
+from feedbackgym.baselines.arms import arm_config, rounds_for
 from feedbackgym.baselines.system import SystemMonitor
+from feedbackgym.config import FeedbackConfig, merge_config
+from feedbackgym.control import FeedbackController
 from feedbackgym.errors import DependencyNotInstalled
+from feedbackgym.protocol import ENV_REWARD, IS_SUCCESS
+from feedbackgym.wrappers.stack import make
 
 try:
     import torch
@@ -54,7 +59,6 @@ class PPOConfig:
         use_text: Also read the text observation (needs ``obs_mode="both"`` in ``env_kwargs``).
         text_length: Characters of text the embedding reads.
         learning_rate: Adam's step size.
-        gamma: Discount.
         gae_lambda: GAE's λ.
         num_minibatches: Minibatches per epoch.
         update_epochs: Epochs per round.
@@ -65,6 +69,11 @@ class PPOConfig:
         hidden: Hidden layer width.
         bc_episodes: Expert episodes for a behaviour-cloning warm-up (0: none).
         device: ``"auto"`` (CUDA when available), ``"cuda"`` or ``"cpu"``.
+        feedback: The feedback config the arm's preset goes on; its
+            ``shaping.gamma`` is the discount.
+        feedback_file: A YAML/TOML config file to follow instead of ``feedback``
+            (edits apply at the next round); ``feedback_overrides`` go on top.
+        feedback_overrides: ``{section: {field: value}}`` applied to every version read.
         env_kwargs: Keyword arguments for ``gym.make``.
     """
 
@@ -78,7 +87,6 @@ class PPOConfig:
     use_text: bool = False
     text_length: int = 512
     learning_rate: float = 3e-4
-    gamma: float = 0.99
     gae_lambda: float = 0.95
     num_minibatches: int = 4
     update_epochs: int = 4
@@ -89,6 +97,9 @@ class PPOConfig:
     hidden: int = 128
     bc_episodes: int = 0
     device: str = "auto"
+    feedback: FeedbackConfig = field(default_factory=FeedbackConfig)
+    feedback_file: str | None = None
+    feedback_overrides: dict[str, Any] = field(default_factory=dict)
     env_kwargs: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -96,11 +107,16 @@ class PPOConfig:
         """Training rounds (iterations)."""
         return rounds_for(self.total_timesteps, self.num_envs, self.num_steps)
 
-    def arm_settings(self) -> ArmSettings:
-        """The feedback settings of the arm's env stack for this run."""
-        return ArmSettings(
-            total_rounds=self.rounds, gamma=self.gamma, env_kwargs=dict(self.env_kwargs)
-        )
+    def arm_config(self, base: FeedbackConfig) -> FeedbackConfig:
+        """The run's feedback config from ``base`` (the file as read, or ``feedback``)."""
+        merged = merge_config(base, self.feedback_overrides, source="run overrides")
+        return arm_config(self.arm, merged, self.rounds)
+
+    def controller(self) -> FeedbackController:
+        """A new controller for this run, following ``feedback_file`` if set."""
+        if self.feedback_file is not None:
+            return FeedbackController(self.feedback_file, transform=self.arm_config)
+        return FeedbackController(self.arm_config(self.feedback))
 
 
 def _vector_keys(space: gym.spaces.Dict) -> list[tuple[str, int]]:
@@ -196,15 +212,14 @@ def _device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def make_vector_env(config: PPOConfig) -> Any:
-    """The arm's stack in a sync or async vector env with same-step autoreset."""
-    settings = config.arm_settings()
+def make_vector_env(config: PPOConfig, feedback: FeedbackConfig) -> Any:
+    """The stack ``feedback`` describes in a sync or async vector env with same-step autoreset."""
 
-    def make() -> gym.Env[Any, Any]:
-        return make_arm_env(config.env_id, config.arm, settings)
+    def build() -> gym.Env[Any, Any]:
+        return make(config.env_id, feedback, **config.env_kwargs)
 
     vector_cls = gym.vector.AsyncVectorEnv if config.async_envs else gym.vector.SyncVectorEnv
-    return vector_cls([make] * config.num_envs, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    return vector_cls([build] * config.num_envs, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
 
 
 def train(
@@ -219,31 +234,37 @@ def train(
     torch.manual_seed(config.seed)
     np.random.seed(config.seed)
     device = _device(config.device)
-    envs = make_vector_env(config)
+    controller = config.controller()
+    gamma = controller.config.shaping.gamma
+    envs = make_vector_env(config, controller.config)
     assert isinstance(envs.single_observation_space, gym.spaces.Dict)
     agent = Agent(envs.single_observation_space, int(envs.single_action_space.n), config).to(device)
     optimizer = torch.optim.Adam(agent.parameters(), lr=config.learning_rate, eps=1e-5)
     if config.bc_episodes:
-        _clone_expert(agent, config, device)
+        _clone_expert(agent, config, controller.config, device)
     history: list[dict[str, float]] = []
     system = SystemMonitor()
+    trend: dict[str, float] = {}
     try:
+        controller.attach(envs)
         obs, _ = envs.reset(seed=config.seed)
         returns = np.zeros(config.num_envs)
         for round_ in range(config.rounds):
-            envs.call("set_progress", round_)
-            batch, finished, obs = _rollout(agent, envs, obs, config, device, returns)
+            state = controller.update(round_, **trend)
+            batch, finished, successes, obs = _rollout(
+                agent, envs, obs, config, gamma, device, returns
+            )
             losses = _update(agent, optimizer, batch, config)
             mean_return = float(np.mean(finished)) if finished else float("nan")
+            trend = {"loss": losses["loss"]}
             if finished:
-                envs.call("report", loss=losses["loss"], mean_return=mean_return)
-            state = envs.call("feedback_state")[0]
+                trend.update(mean_return=mean_return, success=float(np.mean(successes)))
             metrics = {
                 **losses,
                 "mean_return": mean_return,
                 "episodes": float(len(finished)),
-                "guide_weight": state["guide_weight"],
-                "review_weight": state["review_weight"],
+                "guide_weight": state.guide_weight,
+                "review_weight": state.review_weight,
                 **system.sample(steps=(round_ + 1) * config.num_envs * config.num_steps),
             }
             history.append(metrics)
@@ -259,21 +280,25 @@ def _rollout(
     envs: Any,
     obs: dict[str, Any],
     config: PPOConfig,
+    gamma: float,
     device: torch.device,
     returns: np.ndarray,
-) -> tuple[dict[str, Any], list[float], dict[str, Any]]:
+) -> tuple[dict[str, Any], list[float], list[bool], dict[str, Any]]:
+    """One round's steps: the batch, the finished episodes' returns and successes, the last obs."""
     steps: list[dict[str, torch.Tensor]] = []
     actions, logprobs, rewards, dones, values = [], [], [], [], []
     finished: list[float] = []
+    successes: list[bool] = []
     for _ in range(config.num_steps):
         tensors = to_tensors(obs, agent, device)
         with torch.no_grad():
             action, logprob, _, value = agent.act(tensors)
         obs, reward, terminated, truncated, info = envs.step(action.cpu().numpy())
         done = np.logical_or(terminated, truncated)
-        env_reward = np.asarray(info.get("env_reward", reward), np.float64)
+        env_reward = np.asarray(info.get(ENV_REWARD, reward), np.float64)
         returns += env_reward
         finished += [float(r) for r in returns[done]]
+        successes += [bool(x) for x in np.asarray(info.get(IS_SUCCESS, np.zeros(len(done))))[done]]
         returns[done] = 0.0
         steps.append(tensors)
         actions.append(action)
@@ -285,13 +310,18 @@ def _rollout(
             final = to_tensors(_stack_final(info, truncated, obs), agent, device)
             with torch.no_grad():
                 bootstrap = agent.value(final)
-            rewards[-1] = rewards[-1] + config.gamma * bootstrap * torch.as_tensor(
+            rewards[-1] = rewards[-1] + gamma * bootstrap * torch.as_tensor(
                 truncated, device=device
             )
     with torch.no_grad():
         next_value = agent.value(to_tensors(obs, agent, device))
     advantages = _gae(
-        torch.stack(rewards), torch.stack(values), torch.stack(dones), next_value, config
+        torch.stack(rewards),
+        torch.stack(values),
+        torch.stack(dones),
+        next_value,
+        gamma,
+        config.gae_lambda,
     )
     batch = {
         "obs": {k: torch.cat([s[k] for s in steps]) for k in steps[0]},
@@ -300,7 +330,7 @@ def _rollout(
         "advantages": advantages.reshape(-1),
         "returns": (advantages + torch.stack(values)).reshape(-1),
     }
-    return batch, finished, obs
+    return batch, finished, successes, obs
 
 
 def _stack_final(
@@ -320,15 +350,16 @@ def _gae(
     values: torch.Tensor,
     dones: torch.Tensor,
     next_value: torch.Tensor,
-    config: PPOConfig,
+    gamma: float,
+    gae_lambda: float,
 ) -> torch.Tensor:
     advantages = torch.zeros_like(rewards)
     last = torch.zeros_like(next_value)
     for t in reversed(range(len(rewards))):
         following = next_value if t == len(rewards) - 1 else values[t + 1]
         not_done = 1.0 - dones[t]
-        delta = rewards[t] + config.gamma * following * not_done - values[t]
-        last = delta + config.gamma * config.gae_lambda * not_done * last
+        delta = rewards[t] + gamma * following * not_done - values[t]
+        last = delta + gamma * gae_lambda * not_done * last
         advantages[t] = last
     return advantages
 
@@ -369,11 +400,12 @@ def _update(
     return {key: float(np.mean(values)) for key, values in stats.items()}
 
 
-def _clone_expert(agent: Agent, config: PPOConfig, device: torch.device) -> None:
+def _clone_expert(
+    agent: Agent, config: PPOConfig, feedback: FeedbackConfig, device: torch.device
+) -> None:
     from feedbackgym.baselines.bc import collect_expert, fit_log_prob
 
-    settings = config.arm_settings()
-    env = make_arm_env(config.env_id, config.arm, settings)
+    env = make(config.env_id, feedback, **config.env_kwargs)
     observations, actions = collect_expert(env, config.bc_episodes, config.seed)
     env.close()
     if agent.use_text:
@@ -398,6 +430,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--use-text", action="store_true")
     parser.add_argument("--device", default="auto")
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="feedback config (YAML or TOML) to follow: edits apply at the next round",
+    )
     args = parser.parse_args(argv)
     env_kwargs = {"obs_mode": "both"} if args.use_text else {}
     config = PPOConfig(
@@ -408,6 +445,7 @@ def main(argv: list[str] | None = None) -> None:
         seed=args.seed,
         use_text=args.use_text,
         device=args.device,
+        feedback_file=args.config,
         env_kwargs=env_kwargs,
     )
     start = time.perf_counter()

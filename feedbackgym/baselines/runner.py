@@ -1,23 +1,16 @@
 """One training run of one arm: SB3 PPO with the feedback stack, validation, checkpoints, resume.
 
-A run directory holds::
-
-    config.json          the RunConfig
-    tb/                  TensorBoard logs (SB3's rollout/ and train/, our feedback/)
-    curve.csv            step, round, phase, validation success (scheduled and unguided), return
-    checkpoints/round_NNNN.zip   a versioned checkpoint every round (the newest
-                                 ``keep_checkpoints`` are kept)
-    checkpoints/best.zip         the checkpoint with the best validation success (rollback target)
-    state.json           the last completed round, its timestep count, the best round, the
-                         schedule's and the reward alert's state, and the trend of a round
-                         trained on but not yet reported (what --resume restores)
-    trajectories/        with ``record=True``: every training episode, with its hints,
-                         reviews, schedule state and the switch time (a TrajectoryStore)
+The run's :class:`~feedbackgym.control.FeedbackController` decides the feedback
+of every round for the training envs and the validation env alike. Its files
+are described in :mod:`feedbackgym.baselines.rundir`: ``state.json`` holds the
+last completed round, its timestep count, the best round, the controller's
+state, and the trend of a round trained on but not yet reported (what
+``--resume`` restores); with ``record=True``, ``trajectories/`` holds every
+training episode, with its hints, reviews, feedback state and the switch time.
 """
 
 from __future__ import annotations
 
-import csv
 import json
 import shutil
 from collections.abc import Callable
@@ -25,16 +18,21 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from feedbackgym.baselines.arms import (
-    ArmSettings,
-    checked_keep_checkpoints,
-    make_arm_env,
-    rounds_for,
-)
+from feedbackgym.baselines.arms import arm_config, checked_keep_checkpoints, rounds_for
 from feedbackgym.baselines.evaluation import Evaluation, evaluate_policy, validation_seeds
+from feedbackgym.baselines.rundir import (
+    CURVE_FIELDS,
+    append_curve,
+    drop_curve_rows_after,
+    drop_old_checkpoints,
+    read_curve,
+    read_state,
+    write_state,
+)
+from feedbackgym.config import FeedbackConfig, merge_config
+from feedbackgym.control import FeedbackController
 from feedbackgym.errors import DependencyNotInstalled
+from feedbackgym.wrappers.stack import make
 
 try:
     import torch
@@ -44,22 +42,13 @@ try:
 except ImportError as error:
     raise DependencyNotInstalled.for_extra("stable_baselines3", "baselines") from error
 
-from feedbackgym.baselines.callbacks import FeedbackCallback, RewardDropAlert
+from feedbackgym.baselines.callbacks import feedback_callbacks
+from feedbackgym.baselines.drive import DriveController
 
-__all__ = ["CURVE_FIELDS", "DEFAULT_NET_ARCH", "RunConfig", "rollback", "train_run"]
+__all__ = ["CURVE_FIELDS", "DEFAULT_NET_ARCH", "RunConfig", "read_curve", "rollback", "train_run"]
 
 DEFAULT_NET_ARCH = (128, 128)
 """Hidden layers of the policy and value networks that runs train by default."""
-
-CURVE_FIELDS = (
-    "step",
-    "round",
-    "phase",
-    "success",
-    "success_unguided",
-    "mean_return",
-    "mean_length",
-)
 
 
 @dataclass
@@ -86,7 +75,13 @@ class RunConfig:
             rather than bootstrapping its value (see :class:`~.vec_env.TimeLimitAsTerminal`).
         ent_coef: PPO's entropy coefficient.
         net_arch: Hidden layer sizes of the policy and value networks.
-        settings: Feedback settings shared by the arms.
+        feedback: The feedback config the arm's preset goes on (its
+            ``shaping.gamma`` is also PPO's discount, so the two match).
+        feedback_file: A YAML/TOML feedback config file to follow instead of
+            ``feedback``: edits apply to every env at the next round.
+        feedback_overrides: ``{section: {field: value}}`` applied on top of the
+            file at every read (command-line flags override the file).
+        env_kwargs: Keyword arguments for ``gym.make``.
         record: Record every training episode in ``out_dir/trajectories`` (a
             :class:`~feedbackgym.datasets.TrajectoryStore`; the episodes of round
             ``r`` are under ``/{env_id}/{r}``). Needs the ``hdf5`` extra.
@@ -112,27 +107,52 @@ class RunConfig:
     time_limit_terminal: bool = False
     ent_coef: float = 0.01
     net_arch: list[int] = field(default_factory=lambda: list(DEFAULT_NET_ARCH))
-    settings: ArmSettings = field(default_factory=ArmSettings)
+    feedback: FeedbackConfig = field(default_factory=FeedbackConfig)
+    feedback_file: str | None = None
+    feedback_overrides: dict[str, Any] = field(default_factory=dict)
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
     record: bool = False
     keep_checkpoints: int = 5
 
     def __post_init__(self) -> None:
         checked_keep_checkpoints(self.keep_checkpoints)
+        self.arm_config(self.feedback)  # checks the arm and the overrides before the run starts
 
     @property
     def rounds(self) -> int:
         """Training rounds (PPO rollouts)."""
         return rounds_for(self.total_steps, self.n_envs, self.n_steps)
 
+    def arm_config(self, base: FeedbackConfig) -> FeedbackConfig:
+        """The run's config from ``base`` (the file as read, or ``feedback``).
+
+        Raises:
+            ConfigError: A bad override or arm.
+        """
+        merged = merge_config(base, self.feedback_overrides, source="run overrides")
+        return arm_config(self.arm, merged, self.rounds)
+
+    def controller(self) -> FeedbackController:
+        """A new controller for this run, following ``feedback_file`` if set."""
+        if self.feedback_file is not None:
+            return FeedbackController(self.feedback_file, transform=self.arm_config)
+        return FeedbackController(self.arm_config(self.feedback))
+
+    def make_env(self, config: FeedbackConfig) -> Any:
+        """One env of the run's stack, built from ``config``."""
+        return make(self.env_id, config, **self.env_kwargs)
+
     def to_json(self) -> str:
         """The config as JSON."""
-        return json.dumps(asdict(self), indent=2, sort_keys=True)
+        data = asdict(self)
+        data["feedback"] = self.feedback.model_dump(mode="json")
+        return json.dumps(data, indent=2, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> RunConfig:
         """Reads a config written by :meth:`to_json`."""
         data = json.loads(text)
-        data["settings"] = ArmSettings(**data["settings"])
+        data["feedback"] = FeedbackConfig.from_mapping(data["feedback"], source="config.json")
         return cls(**data)
 
 
@@ -163,18 +183,19 @@ class _RoundCallback(BaseCallback):
     def __init__(
         self,
         config: RunConfig,
-        feedback: FeedbackCallback,
+        drive: DriveController,
         eval_env: Any,
         progress: Callable[[int], None] | None,
     ) -> None:
         super().__init__()
         self.config = config
-        self.feedback = feedback
+        self.drive = drive
+        self.controller = drive.controller
         self.report_progress = progress
         self.run_dir = Path(config.out_dir)
         self.eval_env = eval_env
         self.seeds = validation_seeds(self.eval_env, config.eval_episodes)
-        state = _read_state(self.run_dir)
+        state = read_state(self.run_dir)
         self.best = state.get("best_success", -1.0)
         self._trained: int | None = None
         """The round whose rollout PPO is training on, until its work is done."""
@@ -183,10 +204,10 @@ class _RoundCallback(BaseCallback):
         return True
 
     def _on_rollout_end(self) -> None:
-        self._trained = self.feedback.round - 1  # FeedbackCallback has already counted it
+        self._trained = self.controller.round
 
     def _on_rollout_start(self) -> None:
-        self._finish_round(reported=True)  # FeedbackCallback has reported the round's trend
+        self._finish_round(reported=True)  # DriveController has reported the round's trend
 
     def _on_training_end(self) -> None:
         self._finish_round(reported=False)
@@ -199,9 +220,9 @@ class _RoundCallback(BaseCallback):
         checkpoints = self.run_dir / "checkpoints"
         checkpoints.mkdir(parents=True, exist_ok=True)
         self.model.save(checkpoints / f"round_{finished:04d}.zip")
-        _drop_old_checkpoints(checkpoints, self.config.keep_checkpoints)
+        drop_old_checkpoints(checkpoints, self.config.keep_checkpoints)
         last = finished + 1 >= self.config.rounds
-        state = _read_state(self.run_dir)
+        state = read_state(self.run_dir)
         if finished % self.config.eval_every == 0 or last:
             evaluation = self.validate(finished + 1)
             if evaluation.success > self.best:
@@ -212,100 +233,55 @@ class _RoundCallback(BaseCallback):
         state.update(
             round=finished,
             timesteps=int(self.model.num_timesteps),
-            schedule=self.training_env.env_method("schedule_state", indices=[0])[0],
-            alert=self.feedback.alert.state_dict(),
-            pending_report=None if reported else self.feedback.trend(),
+            controller=self.controller.state_dict(),
+            pending_report=None if reported else self.drive.trend(),
         )
-        _write_state(self.run_dir, state)
+        write_state(self.run_dir, state)
         if self.report_progress is not None:
             self.report_progress(int(self.model.num_timesteps))
 
-    def validate(self, progress: float) -> Evaluation:
-        """Evaluates the current policy on the validation seeds and appends to the curve."""
+    def validate(self, round_: int) -> Evaluation:
+        """Evaluates the current policy in round ``round_``'s feedback; appends to the curve."""
 
         def policy(obs: Any) -> int:
             action, _ = self.model.predict(obs, deterministic=False)
             return int(action)
 
+        controller = self.controller
+        state = controller.state if controller.round == round_ else controller.state_at(round_)
         # The policy is sampled (argmax policies loop on repeated inspections), with a fixed
         # torch seed so that a validation is reproducible.
         with torch.random.fork_rng():
             torch.manual_seed(self.config.seed)
-            evaluation = evaluate_policy(self.eval_env, policy, self.seeds, progress)
-        phase = self.eval_env.get_wrapper_attr("feedback_state")()["phase"]
+            evaluation = evaluate_policy(self.eval_env, policy, self.seeds, state)
         row = {
             "step": int(self.model.num_timesteps),
-            "round": int(progress),
-            "phase": phase,
+            "round": round_,
+            "phase": state.phase,
             "success": evaluation.success,
             "success_unguided": evaluation.success_unguided,
             "mean_return": evaluation.mean_return,
             "mean_length": evaluation.mean_length,
         }
-        _append_curve(self.run_dir / "curve.csv", row)
+        append_curve(self.run_dir / "curve.csv", row)
         self.logger.record("feedback/validation_success", evaluation.success)
         self.logger.record("feedback/validation_success_unguided", evaluation.success_unguided)
         self.logger.record("feedback/hint_reliance", evaluation.reliance)
         return evaluation
 
 
-def _append_curve(path: Path, row: dict[str, Any]) -> None:
-    new = not path.exists()
-    with path.open("a", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=CURVE_FIELDS)
-        if new:
-            writer.writeheader()
-        writer.writerow(row)
-
-
-def _drop_curve_rows_after(path: Path, progress: int) -> None:
-    """Drops validations past ``progress`` rounds (before resuming from there).
-
-    A crash after a validation was written but before its round's state was
-    saved would otherwise leave that validation in the curve twice.
-    """
-    if not path.exists():
-        return
-    with path.open(newline="") as file:
-        rows = list(csv.DictReader(file))
-    kept = [row for row in rows if float(row["round"]) <= progress]
-    if len(kept) < len(rows):
-        tmp = path.with_name(path.name + ".tmp")
-        with tmp.open("w", newline="") as file:
-            writer = csv.DictWriter(file, fieldnames=CURVE_FIELDS)
-            writer.writeheader()
-            writer.writerows(kept)
-        tmp.replace(path)
-
-
-def _read_state(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / "state.json"
-    return json.loads(path.read_text()) if path.exists() else {}
-
-
-def _write_state(run_dir: Path, state: dict[str, Any]) -> None:
-    tmp = run_dir / "state.json.tmp"
-    tmp.write_text(json.dumps(state, indent=2))
-    tmp.replace(run_dir / "state.json")  # atomic: a crash never leaves half a state file
-
-
-def _make_vec_env(config: RunConfig, store: Any, *, seed: int) -> Any:
+def _make_vec_env(config: RunConfig, feedback: FeedbackConfig, store: Any, *, seed: int) -> Any:
     """The training envs (env ``i`` seeded with ``seed + i``), recording to ``store`` if given.
 
     ``store`` is a shared TrajectoryStore, or its path for subprocess workers,
     which then each write their own shard.
     """
 
-    def make() -> Any:
-        env = make_arm_env(config.env_id, config.arm, config.settings)
-        if store is None:
-            return env
-        from feedbackgym.wrappers import RecordTrajectories
-
-        return RecordTrajectories(env, store, task_id=config.env_id)
+    def build() -> Any:
+        return make(config.env_id, feedback, record=store, **config.env_kwargs)
 
     vec_cls = SubprocVecEnv if config.subprocess else DummyVecEnv
-    venv = vec_cls([make] * config.n_envs)
+    venv = vec_cls([build] * config.n_envs)
     venv.seed(seed)
     monitor = VecMonitor(venv, info_keywords=("is_success",))
     if config.time_limit_terminal:
@@ -343,7 +319,7 @@ def train_run(
     torch.set_num_threads(1)
     run_dir = Path(config.out_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    state = _read_state(run_dir) if resume else {}
+    state = read_state(run_dir) if resume else {}
     first_round = state.get("round", -1) + 1
     if resume and first_round >= config.rounds:
         return state  # finished: its config, state and checkpoints stay as they were
@@ -352,12 +328,16 @@ def train_run(
             (run_dir / stale).unlink(missing_ok=True)
         shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
     else:
-        _drop_curve_rows_after(run_dir / "curve.csv", max(first_round, 0))
+        drop_curve_rows_after(run_dir / "curve.csv", max(first_round, 0))
     (run_dir / "config.json").write_text(config.to_json())
+    controller = config.controller()
+    feedback = controller.config  # the stack as it starts; edits reach it through the controller
     store = _open_store(config)
     venv = eval_env = None
     try:
-        venv = _make_vec_env(config, store, seed=config.seed + max(first_round, 0) * config.n_envs)
+        venv = _make_vec_env(
+            config, feedback, store, seed=config.seed + max(first_round, 0) * config.n_envs
+        )
         if first_round > 0:
             model = PPO.load(
                 run_dir / "checkpoints" / f"round_{first_round - 1:04d}.zip", env=venv, device="cpu"
@@ -373,7 +353,7 @@ def train_run(
                 if config.anneal_lr
                 else config.learning_rate,
                 ent_coef=config.ent_coef,
-                gamma=config.settings.gamma,
+                gamma=feedback.shaping.gamma,
                 policy_kwargs={"net_arch": list(config.net_arch)},
                 tensorboard_log=str(run_dir / "tb"),
                 seed=config.seed,
@@ -382,30 +362,29 @@ def train_run(
             if config.bc_episodes:
                 from feedbackgym.baselines.bc import clone_expert
 
-                expert_env = make_arm_env(config.env_id, config.arm, config.settings)
+                expert_env = config.make_env(feedback)
                 try:
                     clone_expert(model.policy, expert_env, config.bc_episodes, seed=config.seed)
                 finally:
                     expert_env.close()
-        eval_env = make_arm_env(config.env_id, config.arm, config.settings)
-        alert = RewardDropAlert()
-        if "schedule" in state:  # a resumed run: the switch and the trend as they were
-            venv.env_method("load_schedule_state", state["schedule"])
-            eval_env.get_wrapper_attr("load_schedule_state")(state["schedule"])
-            alert.load_state_dict(state["alert"])
-        feedback = FeedbackCallback(
-            first_round=max(first_round, 0),
+        eval_env = config.make_env(feedback)
+        controller.attach(eval_env)
+        if "controller" in state:  # resumed: the switch, the trend and the alert as they were
+            controller.load_state_dict(state["controller"])
+        callbacks = feedback_callbacks(
+            controller,
             review_credit=config.review_credit,
-            alert=alert,
-            mirrors=[eval_env],
+            first_round=max(first_round, 0),
             resume_report=state.get("pending_report"),
         )
-        rounds = _RoundCallback(config, feedback, eval_env, progress)
+        drive = callbacks.callbacks[0]
+        assert isinstance(drive, DriveController)
+        rounds = _RoundCallback(config, drive, eval_env, progress)
         remaining = (config.rounds - max(first_round, 0)) * config.n_envs * config.n_steps
         if remaining > 0:
             model.learn(
                 remaining,
-                callback=CallbackList([feedback, rounds]),
+                callback=CallbackList([callbacks, rounds]),
                 reset_num_timesteps=first_round <= 0,
                 tb_log_name=f"{config.arm}_seed{config.seed}",
             )
@@ -415,17 +394,10 @@ def train_run(
                 env.close()
         if store is not None and not isinstance(store, str):
             store.close()
-    final = _read_state(run_dir)
-    final["alerts"] = list(feedback.alert.fired)
-    _write_state(run_dir, final)
+    final = read_state(run_dir)
+    final["alerts"] = list(controller.alert.fired)
+    write_state(run_dir, final)
     return final
-
-
-def _drop_old_checkpoints(checkpoints: Path, keep: int) -> None:
-    """Deletes all but the ``keep`` newest round checkpoints (0 keeps every one)."""
-    if keep:
-        for old in sorted(checkpoints.glob("round_*.zip"))[:-keep]:
-            old.unlink()
 
 
 def rollback(run_dir: str | Path) -> PPO:
@@ -438,15 +410,3 @@ def rollback(run_dir: str | Path) -> PPO:
     if not best.exists():
         raise FileNotFoundError(f"{run_dir} has no best checkpoint yet")
     return PPO.load(best, device="cpu")
-
-
-def read_curve(run_dir: str | Path) -> dict[str, np.ndarray]:
-    """Reads a run's ``curve.csv`` into arrays (``phase`` as strings)."""
-    with (Path(run_dir) / "curve.csv").open() as file:
-        rows = list(csv.DictReader(file))
-    return {
-        key: np.array([r[key] for r in rows])
-        if key == "phase"
-        else np.array([float(r[key]) for r in rows])
-        for key in CURVE_FIELDS
-    }

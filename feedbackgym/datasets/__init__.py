@@ -1,4 +1,7 @@
-"""HDF5 trajectory store: recorder, crash safety, retention, replay sampling, expert datasets.
+"""HDF5 trajectory store: recorder, crash safety, retention, replay sampling, Minari export.
+
+Storage only: it imports nothing from the env, wrapper, baseline or command
+layers (expert datasets are made in :mod:`feedbackgym.experts`).
 
 Names load on first use (PEP 562), so ``import feedbackgym.datasets`` stays
 light and h5py loads only when a store is used; without h5py they raise
@@ -13,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from feedbackgym.datasets.episode import Episode, EpisodeMeta, FeedbackEvent, FeedbackType
     from feedbackgym.datasets.errors import StoreError
-    from feedbackgym.datasets.expert import held_out_seeds, make_expert_dataset
     from feedbackgym.datasets.export import export_minari
+    from feedbackgym.datasets.recorder import EpisodeRecorder
     from feedbackgym.datasets.retention import PrunePlan, prune
     from feedbackgym.datasets.store import EpisodeFilter, TrajectoryStore
 
@@ -22,14 +25,13 @@ __all__ = [
     "Episode",
     "EpisodeFilter",
     "EpisodeMeta",
+    "EpisodeRecorder",
     "FeedbackEvent",
     "FeedbackType",
     "PrunePlan",
     "StoreError",
     "TrajectoryStore",
     "export_minari",
-    "held_out_seeds",
-    "make_expert_dataset",
     "prune",
 ]
 
@@ -37,14 +39,13 @@ _MODULES = {
     "Episode": "episode",
     "EpisodeFilter": "store",
     "EpisodeMeta": "episode",
+    "EpisodeRecorder": "recorder",
     "FeedbackEvent": "episode",
     "FeedbackType": "episode",
     "PrunePlan": "retention",
     "StoreError": "errors",
     "TrajectoryStore": "store",
     "export_minari": "export",
-    "held_out_seeds": "expert",
-    "make_expert_dataset": "expert",
     "prune": "retention",
 }
 

@@ -3,7 +3,7 @@
 A record body is a little-endian ``u32`` header length, a JSON header (the
 metadata, the number of feedback events and, per column, its name, dtype and
 row shape) and the column bytes in order; a column's row count follows from
-its family (see :func:`~.episode.column_rows`). String columns are stored as
+its family (see :func:`~.columns.column_rows`). String columns are stored as
 ``int64`` UTF-8 byte lengths followed by the concatenated UTF-8 bytes. No
 pickle: a log from elsewhere is only data.
 
@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from feedbackgym.datasets.episode import Episode, EpisodeMeta, Schema, column_rows, row_count
+from feedbackgym.datasets.columns import Schema, column_rows, row_count
+from feedbackgym.datasets.episode import Episode, EpisodeMeta
 
 __all__ = [
     "EncodedEpisode",

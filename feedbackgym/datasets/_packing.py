@@ -1,7 +1,7 @@
 """Packs values of one structure (an env's observations) into byte rows as they arrive.
 
 A :class:`Packer` learns a structure from one value: its leaves, named as
-:func:`~.episode.leaf_paths` names them (``observations/<key>`` for dicts,
+:func:`~.columns.leaf_paths` names them (``observations/<key>`` for dicts,
 ``/_index_<i>`` for tuples). Leaves that are C-contiguous numeric arrays are
 *packed*: at each step their bytes are joined into one row (a single
 ``bytes.join``), so the recorder keeps a copy of the step rather than the
@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from feedbackgym.datasets.episode import CONTAINERS, leaf_at, leaf_paths
+from feedbackgym.datasets.columns import CONTAINERS, leaf_at, leaf_paths
 
 __all__ = ["Column", "Packer", "Row"]
 

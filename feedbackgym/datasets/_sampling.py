@@ -10,7 +10,8 @@ from gymnasium import spaces
 
 from feedbackgym.datasets._catalog import Catalog, Entry
 from feedbackgym.datasets._segment import SegmentRef
-from feedbackgym.datasets.episode import Episode, nest_columns
+from feedbackgym.datasets.columns import nest_columns
+from feedbackgym.datasets.episode import Episode
 
 __all__ = ["fill_replay_buffer", "sample_batch", "split_recent", "to_torch"]
 

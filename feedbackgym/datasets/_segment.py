@@ -2,7 +2,7 @@
 
 A segment holds one group per ``(task_id, round)`` at ``/{task_id}/{round}``
 (a task id with ``/`` nests). In a round group, every column of its episodes
-is concatenated into one chunked dataset (see :mod:`.episode` for the
+is concatenated into one chunked dataset (see :mod:`.columns` for the
 names), ``episodes/*`` is the episode index (one row per episode: where its
 rows start, and its metadata), and ``json`` holds the distinct JSON strings
 that index columns refer to by position. The file attribute ``groups`` lists
@@ -24,14 +24,8 @@ import numpy as np
 from feedbackgym.datasets._codec import EncodedEpisode, concat_encoded, decode_encoded
 from feedbackgym.datasets._hdf5 import h5py
 from feedbackgym.datasets._wal import fsync_directory
-from feedbackgym.datasets.episode import (
-    Episode,
-    EpisodeMeta,
-    column_rows,
-    compatible,
-    concat_columns,
-    with_neutral,
-)
+from feedbackgym.datasets.columns import column_rows, compatible, with_neutral
+from feedbackgym.datasets.episode import Episode, EpisodeMeta, concat_columns
 
 __all__ = [
     "FORMAT",

@@ -44,7 +44,7 @@ from feedbackgym.datasets._segment import (
     write_segment,
 )
 from feedbackgym.datasets._wal import LogFile, frame
-from feedbackgym.datasets.episode import Schema, compatible
+from feedbackgym.datasets.columns import Schema, compatible
 from feedbackgym.datasets.errors import StoreError, describe_os_error
 
 __all__ = ["ShardWriter", "WriterOptions", "shard_host", "shard_writer_alive"]

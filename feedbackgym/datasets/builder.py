@@ -11,7 +11,7 @@ absent, so a bare env records too: ``env_reward`` (else the reward),
 ``shaping_reward`` (else 0), ``feedback`` (``guide``, ``review``, ``phase``,
 ``guide_weight``, ``review_weight``), ``subgoals``, ``is_success`` and
 ``outcome``. Columns an episode has no data for are left out (see
-:data:`~.episode.NEUTRAL`); sealing fills them in.
+:data:`~.columns.NEUTRAL`); sealing fills them in.
 """
 
 from __future__ import annotations
@@ -29,14 +29,8 @@ from feedbackgym.datasets._codec import (
     text_pieces,
 )
 from feedbackgym.datasets._packing import Column, Packer, Row
-from feedbackgym.datasets.episode import (
-    PHASE_DTYPE,
-    Episode,
-    EpisodeMeta,
-    FeedbackType,
-    leaf_values,
-    row_bytes,
-)
+from feedbackgym.datasets.columns import PHASE_DTYPE, leaf_values, row_bytes
+from feedbackgym.datasets.episode import Episode, EpisodeMeta, FeedbackType
 
 __all__ = ["MAX_SUBGOALS", "EpisodeBuilder"]
 

@@ -10,6 +10,7 @@ import numpy as np
 from gymnasium import spaces
 
 from feedbackgym.core import Subgoal
+from feedbackgym.protocol import FEEDBACK
 
 __all__ = [
     "FEEDBACK_FIELDS",
@@ -48,18 +49,21 @@ class FeedbackFields(dict[str, Any]):
         return self
 
 
-def feedback_info(info: dict[str, Any], key: str) -> dict[str, Any]:
-    """Returns ``info[key]``, creating it with :data:`FEEDBACK_FIELDS` if absent.
+def feedback_info(info: dict[str, Any]) -> dict[str, Any]:
+    """Returns ``info["feedback"]``, creating it with :data:`FEEDBACK_FIELDS` if absent.
 
     Raises:
-        ValueError: ``info[key]`` exists but is not a feedback dict (someone
-            else uses the key).
+        ValueError: ``info["feedback"]`` exists but is not a feedback dict
+            (the env uses the key for something else).
     """
-    existing = info.get(key)
+    existing = info.get(FEEDBACK)
     if existing is None:
-        existing = info[key] = FeedbackFields((name, {}) for name in FEEDBACK_FIELDS)
+        existing = info[FEEDBACK] = FeedbackFields((name, {}) for name in FEEDBACK_FIELDS)
     elif not isinstance(existing, dict) or "guide" not in existing:
-        raise ValueError(f"info[{key!r}] is already used by something else: pick another info_key")
+        raise ValueError(
+            f"info[{FEEDBACK!r}] is already used by the env for something else; "
+            "the feedback wrappers write their feedback there (see feedbackgym.protocol)"
+        )
     return existing
 
 

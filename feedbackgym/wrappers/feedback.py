@@ -45,7 +45,6 @@ class FeedbackWrapper(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruct
         source: str,
         deadline_ms: float,
         max_subgoals: int,
-        info_key: str,
         text_limit: int,
     ) -> None:
         """Wraps ``env`` and sets up the shared parts.
@@ -56,7 +55,6 @@ class FeedbackWrapper(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruct
         gym.Wrapper.__init__(self, env)
         self.channels = checked_channels(channels, allowed)
         self.max_subgoals = max_subgoals
-        self.info_key = info_key
         self._source = make_source(source, deadline_ms=deadline_ms)
         if "text" in self.channels:
             self.observation_space = text_channel_space(env.observation_space, text_limit)

@@ -8,6 +8,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from feedbackgym.config import GuideConfig
 from feedbackgym.core import Hint, Subgoal
 from feedbackgym.feedback.guide import SubgoalGuide
 from feedbackgym.wrappers.common import (
@@ -24,6 +25,10 @@ from feedbackgym.wrappers.feedback import FeedbackWrapper
 __all__ = ["GUIDE_CHANNELS", "AddGuide"]
 
 GUIDE_CHANNELS = ("text", "vector", "info")
+
+_DEFAULTS = GuideConfig()
+"""The guide's defaults live in the config (:class:`~feedbackgym.config.GuideConfig`)."""
+
 DROPOUT_SCOPES = ("step", "episode")
 """What ``dropout`` withholds: single due hints, or whole episodes' hints."""
 VECTOR_CACHE_SIZE = 1024
@@ -45,7 +50,7 @@ class AddGuide(FeedbackWrapper):
 
     Channels:
 
-    * ``"info"``: ``info[info_key]["guide"]`` holds the hint (``Hint.to_dict()``)
+    * ``"info"``: ``info["feedback"]["guide"]`` holds the hint (``Hint.to_dict()``)
       on the steps it is given, else ``{}``.
     * ``"text"``: the hint's text is appended to the text observation on those steps.
     * ``"vector"``: ``hint_next`` (one-hot position of the next subgoal in the
@@ -80,17 +85,16 @@ class AddGuide(FeedbackWrapper):
     def __init__(
         self,
         env: gym.Env[Any, Any],
-        every: int = 4,
-        channels: tuple[str, ...] | list[str] = ("info",),
+        every: int = _DEFAULTS.every,
+        channels: tuple[str, ...] | list[str] = _DEFAULTS.channels,
         *,
         source: str = "local",
-        lookahead: int = 2,
+        lookahead: int = _DEFAULTS.lookahead,
         weight: float = 1.0,
-        dropout: float = 0.0,
-        dropout_scope: str = "step",
+        dropout: float = _DEFAULTS.dropout,
+        dropout_scope: str = _DEFAULTS.dropout_scope,
         max_subgoals: int = 16,
         deadline_ms: float = 50.0,
-        info_key: str = "feedback",
     ) -> None:
         gym.utils.RecordConstructorArgs.__init__(
             self,
@@ -103,7 +107,6 @@ class AddGuide(FeedbackWrapper):
             dropout_scope=dropout_scope,
             max_subgoals=max_subgoals,
             deadline_ms=deadline_ms,
-            info_key=info_key,
         )
         self._setup(
             env,
@@ -112,7 +115,6 @@ class AddGuide(FeedbackWrapper):
             source=source,
             deadline_ms=deadline_ms,
             max_subgoals=max_subgoals,
-            info_key=info_key,
             text_limit=HINT_TEXT_LIMIT,
         )
         if dropout_scope not in DROPOUT_SCOPES:
@@ -188,7 +190,7 @@ class AddGuide(FeedbackWrapper):
             if self._rng.random() < self._hint_chance():
                 hint = self._make_hint(info)
             self._set_held(hint)
-        fields = feedback_info(info, self.info_key)
+        fields = feedback_info(info)
         fields["guide"] = hint.to_dict() if hint is not None and "info" in self.channels else {}
         fields["guide_weight"] = self.weight
         if hint is not None and "text" in self.channels:

@@ -10,10 +10,10 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 from gymnasium import spaces
 
-from feedbackgym.datasets._packing import Packer
-from feedbackgym.datasets._segment import group_path
-from feedbackgym.datasets.builder import EpisodeBuilder
-from feedbackgym.datasets.store import TrajectoryStore
+from feedbackgym.datasets import EpisodeRecorder, TrajectoryStore
+from feedbackgym.protocol import FEEDBACK, FeedbackState
+from feedbackgym.wrappers.common import find_wrapper
+from feedbackgym.wrappers.schedule import FadeGuideToReview
 
 __all__ = ["RecordTrajectories"]
 
@@ -75,16 +75,27 @@ class RecordTrajectories(
         gym.Wrapper.__init__(self, env)
         self._owns_store = not isinstance(store, TrajectoryStore)
         self.store = store if isinstance(store, TrajectoryStore) else TrajectoryStore(store)
-        self.task_id = task_id or (env.spec.id if env.spec else type(env.unwrapped).__name__)
-        self.set_round(round)
+        self._recorder = EpisodeRecorder(
+            self.store,
+            task_id or (env.spec.id if env.spec else type(env.unwrapped).__name__),
+            round,
+        )
         self._env_spec = _spec_json(env)
-        self._feedback_state = _method(env, "feedback_state")
+        self._fade = find_wrapper(env, FadeGuideToReview)
         self._parse = _action_parser(env)
-        self._builder: EpisodeBuilder | None = None
-        self._packer: Packer | None = None
         self._saw_guide = False
         self.switch_time: float | None = None
         """Wall time at which the recorded phase first left ``"guide"``."""
+
+    @property
+    def task_id(self) -> str:
+        """The task the episodes belong to."""
+        return self._recorder.task_id
+
+    @property
+    def round(self) -> str:
+        """The round, as text, that episodes starting from the next reset belong to."""
+        return self._recorder.round
 
     def set_round(self, round: int | str | None) -> None:
         """Sets the round that episodes starting from the next reset belong to.
@@ -94,25 +105,25 @@ class RecordTrajectories(
         Raises:
             ValueError: The round contains ``/`` or is empty (it names an HDF5 group).
         """
-        name = "0" if round is None else str(round)
-        group_path(self.task_id, name)
-        self.round = name
+        self._recorder.set_round(round)
+
+    def set_feedback_state(self, state: FeedbackState) -> None:
+        """Files the episodes from the next reset under ``state.round``; passes the state on.
+
+        The one method a :class:`~feedbackgym.control.FeedbackController` calls
+        (see :mod:`feedbackgym.protocol`): this wrapper is outermost, so it
+        forwards the state to the :class:`~feedbackgym.wrappers.FadeGuideToReview` inside.
+        """
+        self.set_round(state.round)
+        if self._fade is not None:
+            self._fade.set_feedback_state(state)
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
         """Resets the env and starts recording the episode."""
         obs, info = self.env.reset(seed=seed, options=options)
-        self._builder = EpisodeBuilder(
-            obs,
-            info,
-            task_id=self.task_id,
-            round=self.round,
-            seed=seed,
-            start_time=time.time(),
-            packer=self._packer,
-        )
-        self._packer = self._builder.packer
+        self._recorder.start(obs, info, seed=seed)
         if self.switch_time is None:
             self._watch_phase(info)
         return obs, info
@@ -124,20 +135,20 @@ class RecordTrajectories(
             StoreError: The store could not write the episode.
         """
         obs, reward, terminated, truncated, info = self.env.step(action)
-        builder = self._builder
-        if builder is not None:
+        episode = self._recorder.episode
+        if episode is not None:
             if self._parse is not None and isinstance(action, str):
                 action = self._parse(action)
-            builder.add(action, obs, reward, terminated, truncated, info)
-            if self.switch_time is None and "feedback" in info:
+            episode.add(action, obs, reward, terminated, truncated, info)
+            if self.switch_time is None and FEEDBACK in info:
                 self._watch_phase(info)
             if terminated or truncated:
-                self._finish(builder)
+                self._finish()
         return obs, reward, terminated, truncated, info
 
     def close(self) -> None:
         """Flushes the store (closing it if this wrapper opened it) and closes the env."""
-        self._builder = None
+        self._recorder.discard()
         try:
             if self._owns_store:
                 self.store.close()
@@ -146,20 +157,17 @@ class RecordTrajectories(
         finally:
             super().close()
 
-    def _finish(self, builder: EpisodeBuilder) -> None:
-        self._builder = None
-        state = self._feedback_state() if self._feedback_state is not None else {}
-        episode = builder.encode(
-            end_time=time.time(),
+    def _finish(self) -> None:
+        state = self._fade.feedback_state if self._fade is not None else None
+        self._recorder.finish(
             switch_time=self.switch_time,
-            config_version=state.get("config_version"),
-            config_changes=tuple(state.get("config_changes", ())),
+            config_version=state.config_version if state is not None else None,
+            config_changes=state.config_changes if state is not None else (),
             env_spec=self._env_spec,
         )
-        self.store.add_encoded(episode)
 
     def _watch_phase(self, info: dict[str, Any]) -> None:
-        feedback = info.get("feedback")
+        feedback = info.get(FEEDBACK)
         if feedback is None:
             return
         phase = feedback.get("phase")
@@ -177,14 +185,6 @@ def _spec_json(env: gym.Env[Any, Any]) -> str:
         return spec.to_json()
     except (TypeError, ValueError, gym.error.Error):
         return ""  # constructor arguments that are not plain data
-
-
-def _method(env: gym.Env[Any, Any], name: str) -> Callable[[], dict[str, Any]] | None:
-    try:
-        method = env.get_wrapper_attr(name)
-    except AttributeError:
-        return None
-    return method if callable(method) else None
 
 
 def _action_parser(env: gym.Env[Any, Any]) -> Callable[[str], Any] | None:

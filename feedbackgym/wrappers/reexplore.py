@@ -8,6 +8,7 @@ import gymnasium as gym
 import numpy as np
 
 from feedbackgym.errors import FeedbackGymError
+from feedbackgym.protocol import FEEDBACK
 from feedbackgym.wrappers.common import find_wrapper, json_safe, seeded_rng
 from feedbackgym.wrappers.review import AddReview
 
@@ -47,10 +48,8 @@ class Reexplore(
      * v0.1.0 - Initially added
     """
 
-    def __init__(
-        self, env: gym.Env[Any, Any], *, restore_prob: float = 0.0, info_key: str = "feedback"
-    ) -> None:
-        gym.utils.RecordConstructorArgs.__init__(self, restore_prob=restore_prob, info_key=info_key)
+    def __init__(self, env: gym.Env[Any, Any], *, restore_prob: float = 0.0) -> None:
+        gym.utils.RecordConstructorArgs.__init__(self, restore_prob=restore_prob)
         gym.Wrapper.__init__(self, env)
         if not 0.0 <= restore_prob <= 1.0:
             raise ValueError(f"restore_prob must be in [0, 1], got {restore_prob}")
@@ -59,7 +58,6 @@ class Reexplore(
                 "restore_prob > 0 needs AddReview inside Reexplore (it reads the reviews)"
             )
         self.restore_prob = restore_prob
-        self.info_key = info_key
         self._rng: np.random.Generator | None = None
         self._seed = 0
         self._actions: list[Any] = []
@@ -89,7 +87,7 @@ class Reexplore(
         self._actions.append(json_safe(action))
         if terminated or truncated:
             self._finished = (self._seed, list(self._actions))
-            review = (info.get(self.info_key) or {}).get("review")
+            review = (info.get(FEEDBACK) or {}).get("review")
             if review is not None and review.get("reexplore"):
                 self._last_review = review
         return obs, reward, terminated, truncated, info

@@ -8,6 +8,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from feedbackgym.config import ReviewConfig
 from feedbackgym.core import Review, StepRecord, Subgoal
 from feedbackgym.feedback.review import TrajectoryReviewer
 from feedbackgym.wrappers.common import (
@@ -26,6 +27,8 @@ __all__ = ["REVIEW_CHANNELS", "AddReview"]
 
 REVIEW_CHANNELS = ("text", "vector", "info", "credit")
 REVIEW_TEXT_LIMIT = 1024
+_DEFAULTS = ReviewConfig()
+"""The review's defaults live in the config (:class:`~feedbackgym.config.ReviewConfig`)."""
 """Most characters a review adds to a text observation."""
 
 
@@ -50,7 +53,7 @@ class AddReview(FeedbackWrapper):
 
     Channels:
 
-    * ``"info"``: ``info[info_key]["review"]`` holds ``Review.to_dict()`` on the
+    * ``"info"``: ``info["feedback"]["review"]`` holds ``Review.to_dict()`` on the
       final step, else ``{}``.
     * ``"text"``: the last review's text is appended to the *next* episode's
       first text observation.
@@ -59,7 +62,7 @@ class AddReview(FeedbackWrapper):
       fraction of the episode) and ``review_present``, held through the next
       episode; zero when there is no review. Read-only arrays, shared by those
       observations.
-    * ``"credit"``: ``info[info_key]["credit"] = {"start": step, "values": [...]}``
+    * ``"credit"``: ``info["feedback"]["credit"] = {"start": step, "values": [...]}``
       on the final step: per-step credit over the window, for trainers that
       redistribute reward.
 
@@ -87,16 +90,15 @@ class AddReview(FeedbackWrapper):
     def __init__(
         self,
         env: gym.Env[Any, Any],
-        window: int = 20,
-        channels: tuple[str, ...] | list[str] = ("info",),
+        window: int = _DEFAULTS.window,
+        channels: tuple[str, ...] | list[str] = _DEFAULTS.channels,
         *,
         source: str = "local",
         weight: float = 1.0,
-        stall_steps: int = 8,
-        action_level: bool = False,
+        stall_steps: int = _DEFAULTS.stall_steps,
+        action_level: bool = _DEFAULTS.action_level,
         max_subgoals: int = 16,
         deadline_ms: float = 50.0,
-        info_key: str = "feedback",
     ) -> None:
         gym.utils.RecordConstructorArgs.__init__(
             self,
@@ -108,7 +110,6 @@ class AddReview(FeedbackWrapper):
             action_level=action_level,
             max_subgoals=max_subgoals,
             deadline_ms=deadline_ms,
-            info_key=info_key,
         )
         self._setup(
             env,
@@ -117,7 +118,6 @@ class AddReview(FeedbackWrapper):
             source=source,
             deadline_ms=deadline_ms,
             max_subgoals=max_subgoals,
-            info_key=info_key,
             text_limit=REVIEW_TEXT_LIMIT,
         )
         self.configure(window=window, stall_steps=stall_steps, action_level=action_level)
@@ -158,7 +158,7 @@ class AddReview(FeedbackWrapper):
         self._steps = []
         self._progress = None
         self._initial_done = self._done_ids(info)
-        fields = feedback_info(info, self.info_key)
+        fields = feedback_info(info)
         fields["review_weight"] = self.weight
         if "credit" in self.channels:
             fields["credit"] = {}
@@ -181,7 +181,7 @@ class AddReview(FeedbackWrapper):
                 str(info.get("action", "")),
             )
         )
-        fields = feedback_info(info, self.info_key)
+        fields = feedback_info(info)
         fields["review_weight"] = self.weight
         review = None
         if terminated or truncated:

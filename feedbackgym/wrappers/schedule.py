@@ -1,4 +1,4 @@
-"""``FadeGuideToReview``: applies a schedule's weights to the guide and review wrappers."""
+"""``FadeGuideToReview``: applies the feedback state to the guide and review wrappers."""
 
 from __future__ import annotations
 
@@ -6,7 +6,10 @@ from typing import Any, SupportsFloat
 
 import gymnasium as gym
 
-from feedbackgym.schedules import Schedule, ScheduleState, TrendRule, make_schedule
+from feedbackgym.config import FeedbackConfig
+from feedbackgym.control import FeedbackController
+from feedbackgym.protocol import FeedbackState, FeedbackStats
+from feedbackgym.schedules import Schedule, TrendRule, make_schedule
 from feedbackgym.wrappers.common import feedback_info, find_wrapper
 from feedbackgym.wrappers.guide import AddGuide
 from feedbackgym.wrappers.review import AddReview
@@ -19,31 +22,33 @@ class FadeGuideToReview(
     gym.Wrapper[Any, Any, Any, Any],
     gym.utils.RecordConstructorArgs,
 ):
-    """Fades the guide into the review over training, following a schedule.
+    """Applies the feedback state (guide and review weights) to the guide and review wrappers.
 
     The guide weight becomes the probability that a due hint is given, the
     review weight the probability that a finished episode is reviewed. Put it
-    outside :class:`AddGuide` and/or :class:`AddReview`. Trainers drive it with
-    :meth:`set_progress` and :meth:`report`, called through SB3's
-    ``VecEnv.env_method`` or Gymnasium's vector ``call`` so that envs in
-    subprocess workers get them too (SB3's ``set_attr`` only reaches the
-    outermost wrapper).
+    outside :class:`AddGuide` and/or :class:`AddReview`.
 
-    With ``config`` (a YAML or TOML file), the file is re-read at most once per
-    :meth:`set_progress` call (once per round); a valid edit is applied to the
-    schedule, the guide, the review and the shaping without a restart, an
-    invalid one is rejected with a logged reason.
+    In training, a :class:`~feedbackgym.control.FeedbackController` on the
+    trainer's side decides the state and pushes it each round through
+    :meth:`set_feedback_state` (the one trainer-facing method, see
+    :mod:`feedbackgym.protocol`); the wrapper then runs no schedule of its own.
+    Without a trainer, the wrapper keeps its own schedule: drive it with
+    :meth:`set_progress` and :meth:`report` (it holds a private controller for
+    that, so the logic is the same).
+
+    A state that carries a config (``state.config``) different from the one in
+    force reconfigures the guide, the review and the shaping (hot reload).
 
     Args:
         env: The env, wrapped in :class:`AddGuide` and/or :class:`AddReview`.
-        schedule: An arm name (``"guide-then-review"``, ...), a dict of
-            :class:`~feedbackgym.schedules.GuideReviewSchedule` arguments
-            (plain data, so the env spec stays JSON-able), or a schedule object.
-        config: Path of a feedback config file to follow, or ``None``.
+        schedule: For use without a trainer: an arm name (``"guide-then-review"``,
+            ...), a dict of :class:`~feedbackgym.schedules.GuideReviewSchedule`
+            arguments (plain data, so the env spec stays JSON-able), or a schedule object.
+        config: A feedback config (its ``model_dump()``) or the path of a config
+            file to follow without a trainer; it replaces ``schedule``.
         fade_shaping: Scale the potential of an inner :class:`ShapeWithSubgoals`
             by the guide weight, so dense shaping fades with the guide (a Φ that
             changes over training keeps the policy invariance).
-        info_key: The feedback info key.
 
     Example:
         >>> import gymnasium as gym, feedbackgym
@@ -51,10 +56,11 @@ class FadeGuideToReview(
         >>> env = gym.make("feedbackgym/OpsIncidentEasy-v0")
         >>> schedule = {"switch_at": 0.4, "fade": 5, "total": 100}
         >>> env = FadeGuideToReview(AddReview(AddGuide(env)), schedule=schedule)
-        >>> env.set_progress(42.5)["phase"], env.set_progress(80)["guide_weight"]
+        >>> env.set_progress(42.5).phase, env.set_progress(80).guide_weight
         ('fade', 0.0)
 
     Change logs:
+     * v0.2.0 - Driven by a controller through ``set_feedback_state``
      * v0.1.0 - Initially added
     """
 
@@ -63,92 +69,79 @@ class FadeGuideToReview(
         env: gym.Env[Any, Any],
         schedule: str | dict[str, Any] | Schedule = "guide-then-review",
         *,
-        config: str | None = None,
+        config: str | dict[str, Any] | None = None,
         fade_shaping: bool = False,
-        info_key: str = "feedback",
     ) -> None:
         gym.utils.RecordConstructorArgs.__init__(
-            self, schedule=schedule, config=config, fade_shaping=fade_shaping, info_key=info_key
+            self, schedule=schedule, config=config, fade_shaping=fade_shaping
         )
         gym.Wrapper.__init__(self, env)
         self._guide = find_wrapper(env, AddGuide)
         self._review = find_wrapper(env, AddReview)
         if self._guide is None and self._review is None:
             raise ValueError("FadeGuideToReview needs AddGuide and/or AddReview inside it")
-        self.info_key = info_key
         self._shaping = find_wrapper(env, ShapeWithSubgoals)
         if fade_shaping and self._shaping is None:
             raise ValueError("fade_shaping needs ShapeWithSubgoals inside FadeGuideToReview")
         self._fade_shaping = fade_shaping
         self._shaping_scale = self._shaping.scale if self._shaping is not None else 1.0
-        self._watcher = None
-        if config is not None:
-            from feedbackgym.config import ConfigWatcher
-
-            self._watcher = ConfigWatcher(config)
-            self._apply_config()
+        self._config: FeedbackConfig | None = None
+        if isinstance(config, dict):
+            self._controller = FeedbackController(FeedbackConfig.from_mapping(config))
+        elif config is not None:
+            self._controller = FeedbackController(config)
         else:
-            self.schedule = _as_schedule(schedule)
-        self.progress = 0.0
-        self._masked = False
-        self._state = self.schedule.state(0.0)
-        self._push(self._state)
+            self._controller = FeedbackController(schedule=_as_schedule(schedule))
+        self._state = self._controller.state
+        self.set_feedback_state(self._state)
 
-    # --- trainer-facing methods (env_method / call) ---------------------------------------
+    @property
+    def schedule(self) -> Schedule:
+        """The schedule used without a trainer (a controller's pushes override it)."""
+        return self._controller.schedule
 
-    def set_progress(self, progress: float) -> dict[str, Any]:
-        """Sets training progress (in the schedule's unit) and applies the weights.
+    @property
+    def feedback_state(self) -> FeedbackState:
+        """The state in force (the last one pushed or scheduled)."""
+        return self._state
 
-        Returns:
-            The schedule state, as a dict (what ``env_method`` hands back).
-        """
-        if self._watcher is not None and self._watcher.poll():
-            self._apply_config()
-        self.progress = float(progress)
-        self._state = self.schedule.state(self.progress)
-        self._push(self._state)
-        return self.feedback_state()
+    # --- trainer-facing methods (see feedbackgym.protocol.FeedbackEnv) --------------------
 
-    def mask_hints(self, masked: bool) -> None:
-        """Withholds every hint while ``masked`` (to measure reliance on the guide)."""
-        self._masked = masked
-        self._push(self._state)
+    def set_feedback_state(self, state: FeedbackState) -> None:
+        """Applies a controller's state: weights, hint masking and, if it changed, the config."""
+        if state.config is not None and state.config != self._config:
+            self._apply_config(state.config)
+        self._state = state
+        if self._guide is not None:
+            self._guide.set_weight(0.0 if state.hints_masked else state.guide_weight)
+        if self._review is not None:
+            self._review.set_weight(state.review_weight)
+        if self._fade_shaping and self._shaping is not None:
+            self._shaping.set_shaping(
+                gamma=self._shaping.gamma, scale=self._shaping_scale * state.guide_weight
+            )
 
-    def report(self, **metrics: float) -> None:
-        """Reports the training trend (``loss``, ``mean_return``, ``success``) to the schedule."""
-        self.schedule.report(self.progress, **metrics)
-
-    def schedule_state(self) -> dict[str, Any]:
-        """The schedule's adaptive state (:meth:`~feedbackgym.schedules.Schedule.state_dict`)."""
-        return self.schedule.state_dict()
-
-    def load_schedule_state(self, state: dict[str, Any]) -> dict[str, Any]:
-        """Restores :meth:`schedule_state` output (a resumed run) at the current progress.
-
-        Returns:
-            The schedule state, as :meth:`set_progress` returns it.
-        """
-        self.schedule.load_state_dict(state)
-        return self.set_progress(self.progress)
-
-    def feedback_state(self) -> dict[str, Any]:
-        """The schedule state, the switch point, and the config version and changes."""
-        state = self._state.to_dict()
-        state["switch_at"] = getattr(self.schedule, "switch_at", None)
-        state["total"] = self.schedule.total
-        state["unit"] = self.schedule.unit
-        state["schedule"] = repr(self.schedule)
-        if self._watcher is not None:
-            state["config_version"] = self._watcher.version
-            state["config_changes"] = list(self._watcher.changes)
-        return state
-
-    def feedback_stats(self) -> dict[str, Any]:
+    def feedback_stats(self) -> FeedbackStats:
         """Hint and review counts and latencies since the last call (see the inner wrappers)."""
         return {
             "guide": self._guide.feedback_stats() if self._guide is not None else None,
             "review": self._review.feedback_stats() if self._review is not None else None,
         }
+
+    # --- without a trainer ----------------------------------------------------------------
+
+    def set_progress(self, progress: float) -> FeedbackState:
+        """Moves the wrapper's own schedule to ``progress`` (in its unit) and applies it.
+
+        A followed config file is re-read here, at most once per call.
+        """
+        state = self._controller.update(int(progress), progress=progress)
+        self.set_feedback_state(state)
+        return state
+
+    def report(self, **metrics: float) -> None:
+        """Reports the training trend (``loss``, ``mean_return``, ``success``) to the schedule."""
+        self._controller.report(**metrics)
 
     # --- Gymnasium API --------------------------------------------------------------------
 
@@ -167,34 +160,16 @@ class FadeGuideToReview(
     # --- helpers --------------------------------------------------------------------------
 
     def _tag(self, info: dict[str, Any]) -> dict[str, Any]:
-        fields = feedback_info(info, self.info_key)
-        fields["phase"] = self._state.phase
-        fields["guide_weight"] = self._state.guide_weight
-        fields["review_weight"] = self._state.review_weight
+        fields = feedback_info(info)
+        state = self._state
+        fields["phase"] = state.phase
+        fields["guide_weight"] = state.guide_weight
+        fields["review_weight"] = state.review_weight
+        fields["config_version"] = state.config_version
         return info
 
-    def _push(self, state: ScheduleState) -> None:
-        if self._guide is not None:
-            self._guide.set_weight(0.0 if self._masked else state.guide_weight)
-        if self._review is not None:
-            self._review.set_weight(state.review_weight)
-        if self._fade_shaping and self._shaping is not None:
-            self._shaping.set_shaping(
-                gamma=self._shaping.gamma, scale=self._shaping_scale * state.guide_weight
-            )
-
-    def _apply_config(self) -> None:
-        assert self._watcher is not None
-        config = self._watcher.config
-        s = config.schedule
-        if s != getattr(self, "_schedule_config", None):
-            # Only an edit of the schedule section rebuilds it (and resets the adaptive rule).
-            self._schedule_config = s
-            adaptive = TrendRule(**s.adaptive.model_dump()) if s.adaptive is not None else None
-            kwargs: dict[str, Any] = {"total": s.total, "unit": s.unit}
-            if s.arm in ("guide-then-review", "review-then-guide"):
-                kwargs.update(switch_at=s.switch_at, fade=s.fade, adaptive=adaptive)
-            self.schedule = make_schedule(s.arm, **kwargs)
+    def _apply_config(self, config: FeedbackConfig) -> None:
+        self._config = config
         if self._guide is not None:
             g = config.guide
             self._guide.configure(every=g.every, lookahead=g.lookahead, dropout=g.dropout)

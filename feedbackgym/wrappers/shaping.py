@@ -6,7 +6,12 @@ from typing import Any, SupportsFloat
 
 import gymnasium as gym
 
+from feedbackgym.config import ShapingConfig
+
 __all__ = ["TERMINAL_MODES", "ShapeWithSubgoals", "checked_gamma", "checked_terminal"]
+
+_DEFAULTS = ShapingConfig()
+"""The shaping's defaults live in the config (:class:`~feedbackgym.config.ShapingConfig`)."""
 
 TERMINAL_MODES = ("zero", "keep", "zero_on_harm")
 """What a terminal state's potential is: always 0, never 0, or 0 after a harmful step."""
@@ -42,11 +47,11 @@ class ShapeWithSubgoals(
 
     Potential-based shaping leaves the optimal policy unchanged (Ng, Harada &
     Russell 1999), also when Φ changes over training (Devlin & Kudenko 2012):
-    it is the safe dense channel. With ``terminal="zero"`` (the default) Φ of
+    it is the safe dense channel. With ``terminal="zero"`` Φ of
     a terminal state is 0, so over an episode that terminates at step T the
     discounted shaping sums to −Φ(s₀) whatever the agent did: the invariant
     form. It also takes back all progress reward when an episode fails, which
-    leaves little learning signal on long tasks; ``terminal="keep"`` keeps the
+    leaves little learning signal on long tasks; ``terminal="keep"`` (the default) keeps the
     last state's potential (the shaping then sums to γᵀΦ(s_T) − Φ(s₀), a bias
     towards ending with more subgoals done — fade it out with the guide, as
     the guide-then-review arm does, to train the final policy on the env
@@ -76,10 +81,10 @@ class ShapeWithSubgoals(
     def __init__(
         self,
         env: gym.Env[Any, Any],
-        gamma: float = 0.99,
-        scale: float = 1.0,
+        gamma: float = _DEFAULTS.gamma,
+        scale: float = _DEFAULTS.scale,
         *,
-        terminal: str = "zero",
+        terminal: str = _DEFAULTS.terminal,
     ) -> None:
         gym.utils.RecordConstructorArgs.__init__(self, gamma=gamma, scale=scale, terminal=terminal)
         gym.Wrapper.__init__(self, env)

@@ -6,16 +6,25 @@ import pytest
 from stable_baselines3 import DQN, PPO
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor
 
-from feedbackgym.baselines.arms import ArmSettings, make_arm_env
-from feedbackgym.baselines.callbacks import FeedbackCallback, RewardDropAlert
+import feedbackgym
+from feedbackgym.baselines.arms import arm_config
+from feedbackgym.baselines.callbacks import feedback_callbacks
+from feedbackgym.baselines.credit import ReviewCredit
+from feedbackgym.config import FeedbackConfig, merge_config
+from feedbackgym.control import FeedbackController, RewardDropAlert
 from feedbackgym.schedules import GuideReviewSchedule
 from feedbackgym.wrappers import AddGuide, FadeGuideToReview
 
-SETTINGS = ArmSettings(total_rounds=4, fade=1, env_kwargs={"difficulty": "easy"})
+EASY = {"difficulty": "easy"}
+BASE = merge_config(FeedbackConfig(), {"schedule": {"fade": 1, "adaptive": None}})
 
 
-def make_env(arm="guide-then-review"):
-    return lambda: make_arm_env("feedbackgym/OpsIncident-v0", arm, SETTINGS)
+def config_for(arm="guide-then-review", rounds=4, **schedule):
+    return arm_config(arm, merge_config(BASE, {"schedule": schedule}), rounds)
+
+
+def make_env(config, **env_kwargs):
+    return lambda: feedbackgym.make("feedbackgym/OpsIncident-v0", config, **(env_kwargs or EASY))
 
 
 def test_alert_fires_on_a_synthetic_reward_drop(caplog):
@@ -37,7 +46,9 @@ def test_progress_reaches_subprocess_envs_and_feedback_tags_reach_tensorboard(tm
     event_accumulator = pytest.importorskip(
         "tensorboard.backend.event_processing.event_accumulator"
     )
-    venv = VecMonitor(SubprocVecEnv([make_env()] * 2), info_keywords=("is_success",))
+    config = config_for()
+    venv = VecMonitor(SubprocVecEnv([make_env(config)] * 2), info_keywords=("is_success",))
+    controller = FeedbackController(config)
     try:
         model = PPO(
             "MultiInputPolicy",
@@ -49,11 +60,10 @@ def test_progress_reaches_subprocess_envs_and_feedback_tags_reach_tensorboard(tm
             tensorboard_log=str(tmp_path),
             seed=0,
         )
-        callback = FeedbackCallback()
-        model.learn(256, callback=callback, tb_log_name="run")
-        states = venv.env_method("feedback_state")
-        assert [s["progress"] for s in states] == [3.0, 3.0]
-        assert [s["phase"] for s in states] == ["review", "review"]
+        model.learn(256, callback=feedback_callbacks(controller), tb_log_name="run")
+        states = venv.get_attr("feedback_state")
+        assert [s.progress for s in states] == [3.0, 3.0]
+        assert [s.phase for s in states] == ["review", "review"]
     finally:
         venv.close()
     accumulator = event_accumulator.EventAccumulator(str(tmp_path / "run_1"))
@@ -69,6 +79,8 @@ def test_progress_reaches_subprocess_envs_and_feedback_tags_reach_tensorboard(tm
         "hint_latency_p50_ms",
         "hint_latency_p99_ms",
         "alert",
+        "config_version",
+        "guide_every",
     ):
         assert f"feedback/{tag}" in tags, tag
     for tag in ("cpu_percent", "load_average", "rss_mb", "steps_per_s"):
@@ -80,50 +92,35 @@ def test_progress_reaches_subprocess_envs_and_feedback_tags_reach_tensorboard(tm
 
 
 def test_the_training_success_rate_reaches_the_adaptive_schedule():
-    settings = ArmSettings(
-        total_rounds=8,
-        switch_at=0.25,
-        fade=1,
-        adaptive={"metric": "return", "min_success": 1.0, "max_switch": 0.75},
-        env_kwargs={"difficulty": "easy", "max_steps": 8},
-    )
-    venv = VecMonitor(
-        DummyVecEnv(
-            [lambda: make_arm_env("feedbackgym/OpsIncident-v0", "guide-then-review", settings)] * 2
-        )
-    )
+    adaptive = {"metric": "return", "min_success": 1.0, "max_switch": 0.75}
+    config = config_for(rounds=8, switch_at=0.25, adaptive=adaptive)
+    venv = VecMonitor(DummyVecEnv([make_env(config, difficulty="easy", max_steps=8)] * 2))
+    controller = FeedbackController(config)
     model = PPO("MultiInputPolicy", venv, n_steps=32, batch_size=64, n_epochs=1, seed=0)
-    model.learn(8 * 64, callback=FeedbackCallback())
+    model.learn(8 * 64, callback=feedback_callbacks(controller))
     assert model.ep_success_buffer and np.mean(model.ep_success_buffer) < 1.0
-    state = venv.env_method("feedback_state")[0]
-    assert state["switch_at"] == pytest.approx(0.75)  # held at every round, up to max_switch
-    schedule = venv.envs[0].get_wrapper_attr("schedule")
-    assert "training success under the floor 100%" in schedule.history[-1]["reason"]
+    state = venv.get_attr("feedback_state")[0]
+    assert state.switch_at == pytest.approx(0.75)  # held at every round, up to max_switch
+    assert "training success under the floor 100%" in controller.schedule.history[-1]["reason"]
 
 
-def test_a_validation_env_mirrors_the_training_schedule_even_after_validating_ahead():
-    settings = ArmSettings(
-        total_rounds=16,
-        switch_at=0.25,
-        fade=1,
-        adaptive={"metric": "return", "min_success": 1.0, "max_switch": 1.0},
-        env_kwargs={"difficulty": "easy", "max_steps": 8},
-    )
-
-    def make():
-        return make_arm_env("feedbackgym/OpsIncident-v0", "guide-then-review", settings)
-
-    mirror = make()
+def test_a_validation_env_gets_the_training_state_even_after_validating_ahead():
+    adaptive = {"metric": "return", "min_success": 1.0, "max_switch": 1.0}
+    config = config_for(rounds=16, switch_at=0.25, adaptive=adaptive)
+    make = make_env(config, difficulty="easy", max_steps=8)
+    validation = make()
     venv = VecMonitor(DummyVecEnv([make] * 2))
-    callback = FeedbackCallback(
-        mirrors=[mirror],  # validated at the end of each round, as the runner does
-        on_round=lambda round_, _: mirror.get_wrapper_attr("set_progress")(round_ + 1),
+    controller = FeedbackController(config, envs=validation)
+    ahead = []  # validated at the end of each round in the next round's state, as the runner does
+    callbacks = feedback_callbacks(
+        controller, on_round=lambda round_, _: ahead.append(controller.state_at(round_ + 1))
     )
     model = PPO("MultiInputPolicy", venv, n_steps=32, batch_size=64, n_epochs=1, seed=0)
-    model.learn(6 * 64, callback=callback)
-    trained = venv.env_method("feedback_state")[0]
-    assert trained["switch_at"] > 0.25  # held: training success stays under 100%
-    assert mirror.get_wrapper_attr("feedback_state")()["switch_at"] == trained["switch_at"]
+    model.learn(6 * 64, callback=callbacks)
+    trained = venv.get_attr("feedback_state")[0]
+    assert trained.switch_at > 0.25  # held: training success stays under 100%
+    assert validation.get_wrapper_attr("feedback_state") == trained
+    assert len(ahead) == 6 and ahead[-1].round == 6
 
 
 def test_a_schedule_in_steps_is_driven_in_env_steps():
@@ -134,14 +131,16 @@ def test_a_schedule_in_steps_is_driven_in_env_steps():
 
     venv = VecMonitor(DummyVecEnv([make] * 2))
     model = PPO("MultiInputPolicy", venv, n_steps=32, batch_size=64, n_epochs=1, seed=0)
-    model.learn(512, callback=FeedbackCallback())
-    state = venv.env_method("feedback_state")[0]
-    assert state["unit"] == "steps" and state["progress"] == 448  # the last round's start
-    assert state["phase"] == "review"  # the fade ran from step 128 to 192
+    schedule = GuideReviewSchedule(switch_at=0.25, fade=64, total=512, unit="steps")
+    controller = FeedbackController(schedule=schedule)
+    model.learn(512, callback=feedback_callbacks(controller))
+    state = venv.get_attr("feedback_state")[0]
+    assert state.progress == 448  # the last round's start, in env steps
+    assert state.phase == "review"  # the fade ran from step 128 to 192
 
 
 def test_review_credit_reaches_the_ppo_rollout_buffer():
-    venv = VecMonitor(DummyVecEnv([make_env("review")] * 2))
+    venv = VecMonitor(DummyVecEnv([make_env(config_for("review"))] * 2))
     model = PPO(
         "MultiInputPolicy",
         venv,
@@ -151,15 +150,16 @@ def test_review_credit_reaches_the_ppo_rollout_buffer():
         policy_kwargs={"net_arch": [8]},
         seed=0,
     )
-    callback = FeedbackCallback(review_credit=True)
-    model.learn(256, callback=callback)
-    assert callback.credit_applied > 0
+    callbacks = feedback_callbacks(FeedbackController(config_for("review")), review_credit=True)
+    model.learn(256, callback=callbacks)
+    credit = callbacks.callbacks[1]
+    assert isinstance(credit, ReviewCredit) and credit.credit_applied > 0
     assert np.isfinite(model.rollout_buffer.advantages).all()
 
 
 def _review_dqn(buffer_size):
     """A small DQN on one review-arm env, with a replay buffer of ``buffer_size``."""
-    venv = VecMonitor(DummyVecEnv([make_env("review")]))
+    venv = VecMonitor(DummyVecEnv([make_env(config_for("review"))]))
     return DQN(
         "MultiInputPolicy",
         venv,
@@ -173,10 +173,9 @@ def _review_dqn(buffer_size):
 
 def test_review_credit_relabels_the_dqn_replay_buffer():
     model = _review_dqn(buffer_size=1000)
-    before = []
-    callback = FeedbackCallback(review_credit=True, on_round=lambda r, m: before.append(r))
+    callback = ReviewCredit()
     model.learn(300, callback=callback)
-    assert callback.credit_applied > 0 and before
+    assert callback.credit_applied > 0
     rewards = model.replay_buffer.rewards[: model.replay_buffer.pos, 0]
     assert (rewards < 0).any()  # harmful steps were marked down
 
@@ -184,15 +183,15 @@ def test_review_credit_relabels_the_dqn_replay_buffer():
 def test_review_credit_skips_replay_slots_overwritten_since_their_step():
     # shorter than any episode: early steps are gone when the review comes
     model = _review_dqn(buffer_size=4)
-    callback = FeedbackCallback(review_credit=True)
+    callback = ReviewCredit()
     model.learn(300, callback=callback)
     assert callback.credit_dropped > 0
 
 
 def test_review_credit_for_steps_before_the_callback_was_attached_is_dropped():
-    venv = VecMonitor(DummyVecEnv([make_env("review")] * 2))
+    venv = VecMonitor(DummyVecEnv([make_env(config_for("review"))] * 2))
     model = PPO("MultiInputPolicy", venv, n_steps=32, batch_size=64, n_epochs=1, seed=0)
-    model.learn(64, callback=FeedbackCallback(review_credit=True))
-    later = FeedbackCallback(review_credit=True)  # attached while episodes are running
+    model.learn(64, callback=ReviewCredit())
+    later = ReviewCredit()  # attached while episodes are running
     model.learn(128, callback=later, reset_num_timesteps=False)
     assert later.credit_dropped > 0 and later.credit_applied > 0

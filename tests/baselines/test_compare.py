@@ -10,13 +10,13 @@ import pytest
 
 from feedbackgym.baselines.compare import (
     ComparisonConfig,
-    _around_switch,
-    _phase_bounds,
     _steps_done,
     plot_curves,
     run_comparison,
 )
-from feedbackgym.baselines.runner import CURVE_FIELDS
+from feedbackgym.baselines.report import _phase_bounds
+from feedbackgym.baselines.runner import CURVE_FIELDS, RunConfig
+from feedbackgym.baselines.stats import success_around_switch
 
 PHASES = {"g": "guide", "f": "fade", "r": "review"}
 
@@ -33,9 +33,8 @@ def test_compare_writes_every_output(tmp_path):
         n_steps=32,
         eval_every=2,
         eval_episodes=2,
-        fade=1,
+        feedback_overrides={"schedule": {"fade": 1}, "guide": {"dropout_scope": "episode"}},
         record=True,
-        dropout_scope="episode",
     )
     rows = run_comparison(config, show_progress=False)
     assert [r["arm"] for r in rows] == ["sparse", "guide-then-review"]
@@ -57,8 +56,8 @@ def test_compare_writes_every_output(tmp_path):
             run = tmp_path / "runs" / f"{arm}-seed{seed}"
             assert (run / "curve.csv").exists() and any((run / "tb").rglob("events.out.*"))
             assert any((run / "trajectories").glob("*.h5"))  # --record
-            settings = json.loads((run / "config.json").read_text())["settings"]
-            assert settings["dropout_scope"] == "episode"
+            saved = RunConfig.from_json((run / "config.json").read_text())
+            assert saved.arm_config(saved.feedback).guide.dropout_scope == "episode"
     markdown = (tmp_path / "results.md").read_text()
     assert markdown.startswith("| arm |") and "guide-then-review" in markdown
 
@@ -80,7 +79,8 @@ def test_compare_command_rejects_bad_input(tmp_path):
         (["--quick", "--dropout", "1.5", *out], "--dropout"),
         (["--quick", "--dropout-scope", "round", *out], "--dropout-scope"),
         (["--quick", "--shaping-terminal", "never", *out], "--shaping-terminal"),
-        (["--quick", "--gamma", "0", *out], "gamma must be in (0, 1]"),
+        (["--quick", "--gamma", "0", *out], "shaping.gamma"),
+        (["--quick", "--config", str(tmp_path / "none.yaml"), *out], "cannot read config file"),
         (["--quick", "--keep-checkpoints", "-1", *out], "keep_checkpoints must be >= 0"),
     ]
     for args, message in refused:
@@ -102,12 +102,16 @@ def test_compare_command_passes_the_schedule_and_dropout_options(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     config = json.loads((tmp_path / "config.json").read_text())
-    assert (config["switch_at"], config["fade"]) == (0.3, 2.0)
-    assert (config["dropout"], config["dropout_scope"]) == (0.2, "step")
-    assert config["keep_checkpoints"] == 1 and config["shaping_terminal"] == "zero_on_harm"
-    run = json.loads((tmp_path / "runs" / "sparse-seed0" / "config.json").read_text())
-    assert run["settings"]["shaping_terminal"] == "zero_on_harm"
-    assert run["settings"]["gamma"] == 1.0
+    assert config["keep_checkpoints"] == 1
+    assert config["feedback_overrides"] == {
+        "guide": {"dropout": 0.2, "dropout_scope": "step"},
+        "schedule": {"fade": 2.0, "switch_at": 0.3},
+        "shaping": {"gamma": 1.0, "terminal": "zero_on_harm"},
+    }
+    run = RunConfig.from_json((tmp_path / "runs" / "sparse-seed0" / "config.json").read_text())
+    feedback = run.arm_config(run.feedback)
+    assert (feedback.shaping.terminal, feedback.shaping.gamma) == ("zero_on_harm", 1.0)
+    assert (feedback.schedule.switch_at, feedback.schedule.fade) == (0.3, 2.0)
 
 
 def test_success_around_the_switch_leaves_out_seeds_that_never_switched():
@@ -116,8 +120,8 @@ def test_success_around_the_switch_leaves_out_seeds_that_never_switched():
         "success": np.array([0.1, 0.5, 0.6, 0.7, 0.9]),
     }
     held = {"phase": np.array(["guide"] * 5), "success": np.zeros(5)}
-    assert _around_switch([switched, held]) == pytest.approx((0.5, 0.8))
-    assert all(math.isnan(x) for x in _around_switch([held]))
+    assert success_around_switch([switched, held]) == pytest.approx((0.5, 0.8))
+    assert all(math.isnan(x) for x in success_around_switch([held]))
 
 
 def test_a_resumed_comparison_counts_the_steps_its_runs_have_done(tmp_path):
@@ -140,5 +144,8 @@ def test_the_plot_shades_the_median_switch_of_the_runs(tmp_path):
         rows = [f"{100 * (i + 1)},{i + 1},{PHASES[p]},0.5,0.5,0.5,9" for i, p in enumerate(phases)]
         (run / "curve.csv").write_text("\n".join([",".join(CURVE_FIELDS), *rows]) + "\n")
         runs.append(SimpleNamespace(arm="guide-then-review", out_dir=str(run)))
-    assert _phase_bounds(runs, config) == [(300.0, 400.0), (400.0, 500.0), (200.0, 300.0)]
-    assert plot_curves(tmp_path, runs, config).stat().st_size > 0
+    planned = config.planned_switch()
+    assert _phase_bounds(runs, planned) == [(300.0, 400.0), (400.0, 500.0), (200.0, 300.0)]
+    assert plot_curves(tmp_path, runs, title="t", planned_switch=planned).stat().st_size > 0
+    assert _phase_bounds(runs[:0], planned) == [planned]  # none switched yet: the plan
+    assert _phase_bounds(runs[:0], None) == []  # no two-phase arm: nothing shaded

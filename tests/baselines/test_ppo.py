@@ -59,11 +59,13 @@ class _Ticks(gym.Env):
 
 
 def test_a_truncated_step_bootstraps_from_its_final_observation_only():
-    config = _config("sparse", num_envs=1, num_steps=4, gamma=0.9)
+    config = _config("sparse", num_envs=1, num_steps=4)
     envs = gym.vector.SyncVectorEnv([_Ticks], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     agent = Agent(envs.single_observation_space, 2, config)
     obs, _ = envs.reset(seed=0)
-    batch, finished, _ = _rollout(agent, envs, obs, config, torch.device("cpu"), np.zeros(1))
+    batch, finished, successes, _ = _rollout(
+        agent, envs, obs, config, 0.9, torch.device("cpu"), np.zeros(1)
+    )
     final = to_tensors({"x": np.full((1, 1), 2.0, np.float32)}, agent, torch.device("cpu"))
     with torch.no_grad():
         final_value = float(agent.value(final))
@@ -71,5 +73,13 @@ def test_a_truncated_step_bootstraps_from_its_final_observation_only():
     # the final observation, with nothing of the next episode (its reset observation).
     for step in (1, 3):
         assert float(batch["returns"][step]) == pytest.approx(1.0 + 0.9 * final_value, abs=1e-5)
-    assert finished == [2.0, 2.0]
-    assert config.arm_settings().gamma == 0.9  # the shaping discounts as the learner does
+    assert finished == [2.0, 2.0] and successes == [False, False]
+
+
+def test_the_discount_and_the_config_file_reach_the_stack(tmp_path):
+    path = tmp_path / "feedback.toml"
+    path.write_text("[shaping]\ngamma = 0.9\n[guide]\nevery = 3\n")
+    config = _config("guide", feedback_file=str(path), feedback_overrides={"guide": {"every": 2}})
+    controller = config.controller()
+    assert controller.config.shaping.gamma == 0.9  # the shaping discounts as the learner does
+    assert controller.config.guide.every == 2  # the overrides go on top of the file

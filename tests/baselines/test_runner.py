@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 from stable_baselines3 import PPO
 
-from feedbackgym.baselines.arms import ArmSettings
 from feedbackgym.baselines.runner import (
     RunConfig,
     _make_vec_env,
@@ -13,11 +12,14 @@ from feedbackgym.baselines.runner import (
     rollback,
     train_run,
 )
+from feedbackgym.config import FeedbackConfig, merge_config
 from feedbackgym.schedules import ARMS
+
+FEEDBACK = merge_config(FeedbackConfig(), {"schedule": {"fade": 1, "adaptive": None}})
 
 
 def _config(tmp_path, arm="guide-then-review", steps=256, net_arch=(8,), **kwargs):
-    settings = ArmSettings(total_rounds=steps // 64, fade=1, env_kwargs={"difficulty": "easy"})
+    kwargs.setdefault("env_kwargs", {"difficulty": "easy"})
     return RunConfig(
         env_id="feedbackgym/OpsIncident-v0",
         arm=arm,
@@ -29,7 +31,7 @@ def _config(tmp_path, arm="guide-then-review", steps=256, net_arch=(8,), **kwarg
         eval_every=2,
         eval_episodes=2,
         net_arch=list(net_arch),
-        settings=settings,
+        feedback=FEEDBACK,
         **kwargs,
     )
 
@@ -75,13 +77,13 @@ def test_an_annealed_learning_rate_falls_to_zero_over_the_run(tmp_path):
 
 
 def test_time_limit_cut_offs_end_episodes_for_the_learner_when_asked(tmp_path):
-    config = _config(tmp_path)
-    config.settings = dataclasses.replace(
-        config.settings, env_kwargs={"difficulty": "easy", "max_episode_steps": 2}
-    )
+    config = _config(tmp_path, env_kwargs={"difficulty": "easy", "max_episode_steps": 2})
     for terminal in (False, True):
         venv = _make_vec_env(
-            dataclasses.replace(config, time_limit_terminal=terminal), None, seed=0
+            dataclasses.replace(config, time_limit_terminal=terminal),
+            config.arm_config(config.feedback),
+            None,
+            seed=0,
         )
         venv.reset()
         wait = venv.env_method("parse_action", "wait")[0]
@@ -118,14 +120,15 @@ def test_resume_continues_from_the_last_checkpoint_and_rollback_loads_the_best(t
 
 
 def test_resume_restores_the_schedule_and_the_alert_as_they_were(tmp_path):
-    full = _config(tmp_path, steps=256)  # 4 rounds; the fade would start at round 1.6
-    full.settings = dataclasses.replace(full.settings, adaptive=None)
+    # 4 rounds; the fade would start at round 1.6
+    full = _config(tmp_path, steps=256, feedback_overrides={"schedule": {"adaptive": None}})
     train_run(dataclasses.replace(full, total_steps=128))  # interrupted after 2 rounds
     state_file = tmp_path / "guide-then-review" / "state.json"
     state = json.loads(state_file.read_text())
-    assert state["schedule"]["switch_at"] == pytest.approx(0.4)
-    state["schedule"]["switch_at"] = 1.0  # as if the adaptive rule had held the guide on
-    state["alert"]["fired"] = [1]
+    controller = state["controller"]
+    assert controller["schedule"]["switch_at"] == pytest.approx(0.4)
+    controller["schedule"]["switch_at"] = 1.0  # as if the adaptive rule had held the guide on
+    controller["alert"]["fired"] = [1]
     state_file.write_text(json.dumps(state))
     curve_file = tmp_path / "guide-then-review" / "curve.csv"
     lines = curve_file.read_text().splitlines()
@@ -135,7 +138,7 @@ def test_resume_restores_the_schedule_and_the_alert_as_they_were(tmp_path):
     curve = read_curve(tmp_path / "guide-then-review")
     assert list(curve["round"]) == [1.0, 2.0, 3.0, 4.0]
     assert curve["phase"][2] == "guide"  # not "review": the switch stayed where it was moved
-    assert final["schedule"]["switch_at"] == 1.0 and final["alerts"] == [1]
+    assert final["controller"]["schedule"]["switch_at"] == 1.0 and final["alerts"] == [1]
 
 
 def test_behaviour_cloning_warm_up_learns_the_expert(tmp_path):
@@ -169,22 +172,24 @@ def test_a_recorded_run_stores_every_episode_with_its_feedback_by_round(tmp_path
 @pytest.mark.parametrize("stopped", ["between rounds", "after reporting"])
 def test_a_resumed_run_reports_each_round_s_trend_once(tmp_path, stopped):
     def config(steps):
-        run = _config(tmp_path, steps=steps)  # 64 steps a round; the switch long after
-        adaptive = {"metric": "loss", "window": 10}  # never full: every report stays in it
-        run.settings = dataclasses.replace(run.settings, total_rounds=40, adaptive=adaptive)
-        return run
+        # 64 steps a round; the switch after the last round; a trend window never full:
+        # every report stays in it.
+        adaptive = {"metric": "loss", "window": 10, "min_success": 0.0}
+        schedule = {"switch_at": 1.0, "adaptive": adaptive}
+        return _config(tmp_path, steps=steps, feedback_overrides={"schedule": schedule})
 
     train_run(config(128))  # stops after training on round 1, before reporting it
     state_file = tmp_path / "guide-then-review" / "state.json"
     state = json.loads(state_file.read_text())
-    assert len(state["schedule"]["rule"]["values"]) == 1  # round 0's loss
+    rule = state["controller"]["schedule"]["rule"]
+    assert len(rule["values"]) == 1  # round 0's loss
     assert set(state["pending_report"]) >= {"loss", "mean_return"}
     if stopped == "after reporting":  # as a run killed right after a rollout start saves it
-        state["schedule"]["rule"]["values"].append(state["pending_report"]["loss"])
+        rule["values"].append(state["pending_report"]["loss"])
         state["pending_report"] = None
         state_file.write_text(json.dumps(state))
     final = train_run(config(256), resume=True)
     # Rounds 0, 1 and 2 reported once each (SB3 keeps no loss across a save, and a
     # report from its saved episodes would repeat round 1's).
-    assert len(final["schedule"]["rule"]["values"]) == 3
+    assert len(final["controller"]["schedule"]["rule"]["values"]) == 3
     assert final["pending_report"] is not None  # the run ended after training on round 3

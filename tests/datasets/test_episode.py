@@ -16,14 +16,14 @@ from feedbackgym.datasets._codec import (
     record_body,
 )
 from feedbackgym.datasets.builder import EpisodeBuilder
-from feedbackgym.datasets.episode import (
+from feedbackgym.datasets.columns import (
     NEUTRAL,
     compatible,
-    concat_columns,
     flatten_values,
     nest_columns,
     stack_rows,
 )
+from feedbackgym.datasets.episode import concat_columns
 from feedbackgym.wrappers import RecordTrajectories
 
 from .utils import feedback_stack

@@ -4,8 +4,9 @@ import gymnasium as gym
 import pytest
 
 from feedbackgym.cli import main
-from feedbackgym.datasets import TrajectoryStore, held_out_seeds, make_expert_dataset
+from feedbackgym.datasets import TrajectoryStore
 from feedbackgym.envs.ops import VALIDATION_SEEDS
+from feedbackgym.experts import held_out_seeds, make_expert_dataset
 
 from .utils import feedback_stack
 

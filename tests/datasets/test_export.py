@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from feedbackgym.datasets import export_minari, make_expert_dataset
+from feedbackgym.datasets import export_minari
+from feedbackgym.experts import make_expert_dataset
 
 from .utils import feedback_stack
 

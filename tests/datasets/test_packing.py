@@ -8,7 +8,7 @@ from gymnasium import spaces
 from feedbackgym.datasets import TrajectoryStore
 from feedbackgym.datasets._packing import Packer
 from feedbackgym.datasets.builder import EpisodeBuilder
-from feedbackgym.datasets.episode import flatten_values
+from feedbackgym.datasets.columns import flatten_values
 from feedbackgym.wrappers import RecordTrajectories
 
 

@@ -13,7 +13,7 @@ SCHEDULE = {"switch_at": 0.4, "fade": 5, "total": 100}
 def feedback_stack(env_id="feedbackgym/OpsIncidentHard-v0", config=None, **kwargs):
     """Shaping, a hint every 2 steps, reviews and the schedule: every info field there is."""
     env = ShapeWithSubgoals(gym.make(env_id, **kwargs))
-    env = AddReview(AddGuide(env, every=2))
+    env = AddReview(AddGuide(env, every=2, dropout=0.0))
     if config is not None:
         return FadeGuideToReview(env, config=str(config))
     return FadeGuideToReview(env, schedule=SCHEDULE)

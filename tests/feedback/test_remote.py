@@ -70,7 +70,12 @@ def test_service_answers_like_the_local_generators(service):
 
 def test_wrappers_use_the_service(service):
     env = AddReview(
-        AddGuide(gym.make("feedbackgym/OpsIncidentEasy-v0"), source=service, deadline_ms=1000),
+        AddGuide(
+            gym.make("feedbackgym/OpsIncidentEasy-v0"),
+            source=service,
+            deadline_ms=1000,
+            dropout=0.0,
+        ),
         source=service,
         deadline_ms=1000,
     )
@@ -84,7 +89,11 @@ def test_wrappers_use_the_service(service):
 @pytest.mark.parametrize("service", [3000], indirect=True)
 def test_slow_service_misses_the_deadline_and_the_step_goes_on(service):
     env = AddGuide(
-        gym.make("feedbackgym/OpsIncidentEasy-v0"), every=1, source=service, deadline_ms=50
+        gym.make("feedbackgym/OpsIncidentEasy-v0"),
+        every=1,
+        source=service,
+        deadline_ms=50,
+        dropout=0.0,
     )
     start = time.perf_counter()
     _, info = env.reset(seed=0)
@@ -99,7 +108,11 @@ def test_slow_service_misses_the_deadline_and_the_step_goes_on(service):
 
 def test_service_down_logs_a_warning_and_counts_misses(caplog):
     env = AddGuide(
-        gym.make("feedbackgym/OpsIncidentEasy-v0"), every=1, source=_free_address(), deadline_ms=20
+        gym.make("feedbackgym/OpsIncidentEasy-v0"),
+        every=1,
+        source=_free_address(),
+        deadline_ms=20,
+        dropout=0.0,
     )
     with caplog.at_level(logging.WARNING):
         env.reset(seed=0)

@@ -19,7 +19,7 @@ def stack(
 ):
     env = gym.make("feedbackgym/OpsIncidentMedium-v0", obs_mode=obs_mode)
     env = ShapeWithSubgoals(env)
-    env = AddGuide(env, every=2, channels=guide_channels)
+    env = AddGuide(env, every=2, channels=guide_channels, dropout=0.0)
     env = AddReview(env, window=10, channels=review_channels)
     return FadeGuideToReview(env, **kwargs)
 
@@ -41,7 +41,7 @@ def _run_episode(env, seed):
 def test_every_channel_in_every_phase(phase):
     env = stack(schedule={"switch_at": 0.4, "fade": 5, "total": 100})
     state = env.set_progress(PHASES[phase])
-    assert state["phase"] == phase
+    assert state.phase == phase
     hints, reviews = 0, 0
     for seed in range(6):
         steps = _run_episode(env, seed)
@@ -70,8 +70,8 @@ def test_weights_reach_the_inner_wrappers_and_schedule_objects_work():
 
 def test_arms_by_name():
     env = stack(schedule="review-then-guide")
-    assert env.set_progress(0)["phase"] == "review"
-    assert stack(schedule="sparse").set_progress(50)["guide_weight"] == 0.0
+    assert env.set_progress(0).phase == "review"
+    assert stack(schedule="sparse").set_progress(50).guide_weight == 0.0
 
 
 def test_needs_a_feedback_wrapper():
@@ -93,7 +93,7 @@ def test_config_file_is_followed_and_hot_reloaded(tmp_path):
         "schedule: {switch_at: 0.5, fade: 2, total: 10}\nshaping: {gamma: 0.9}\n",
     )
     env = stack(config=str(path))
-    assert env.set_progress(1)["phase"] == "guide"
+    assert env.set_progress(1).phase == "guide"
     guide, review, shaping = env.env.env, env.env, env.env.env.env
     assert (guide.every, review.window, shaping.gamma) == (3, 12, 0.9)
     _write(
@@ -101,19 +101,21 @@ def test_config_file_is_followed_and_hot_reloaded(tmp_path):
         "guide: {every: 5}\nreview: {window: 12}\nschedule: {switch_at: 0.1, fade: 2, total: 10}\n",
     )
     state = env.set_progress(2)
-    assert guide.every == 5 and state["phase"] == "fade" and state["config_version"] == 2
+    assert guide.every == 5 and state.phase == "fade" and state.config_version == 2
     _write(path, "guide: {every: -1}\n")
     state = env.set_progress(3)
-    assert guide.every == 5 and state["config_version"] == 2
-    assert "guide.every" in state["config_changes"][-1]["reason"]
+    assert guide.every == 5 and state.config_version == 2
+    assert "guide.every" in state.config_changes[-1]["reason"]
 
 
 def test_adaptive_switch_through_report():
-    env = stack(schedule={"switch_at": 0.4, "fade": 5, "total": 100, "adaptive": {"window": 4}})
+    rule = {"metric": "loss", "window": 4, "min_success": 0.0}
+    env = stack(schedule={"switch_at": 0.4, "fade": 5, "total": 100, "adaptive": rule})
     for round_ in range(4):
         env.set_progress(round_)
         env.report(loss=1.0)
-    assert env.feedback_state()["switch_at"] == pytest.approx(0.35)
+    assert env.schedule.switch_at == pytest.approx(0.35)
+    assert env.set_progress(4).switch_at == pytest.approx(0.35)
 
 
 def test_fade_shaping_scales_the_potential_with_the_guide_weight():

@@ -22,7 +22,9 @@ def _episode(env, seed, policy):
 
 @pytest.mark.parametrize("gamma", [1.0, 0.9])
 def test_shaping_telescopes_to_minus_the_initial_potential(gamma):
-    env = ShapeWithSubgoals(gym.make("feedbackgym/OpsIncidentHard-v0"), gamma=gamma, scale=2.0)
+    env = ShapeWithSubgoals(
+        gym.make("feedbackgym/OpsIncidentHard-v0"), gamma=gamma, scale=2.0, terminal="zero"
+    )
     phi0, terms, env_rewards, rewards, terminated, _ = _episode(
         env, 3, lambda e: e.unwrapped.expert_action()
     )

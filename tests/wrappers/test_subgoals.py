@@ -76,7 +76,7 @@ def test_minigrid_trains_with_sb3_through_guide_and_review():
 
         def _on_rollout_start(self):
             states = self.training_env.env_method("set_progress", self.rounds)
-            self.phases.append(states[0]["phase"])
+            self.phases.append(states[0].phase)
             self.rounds += 1
 
         def _on_step(self):

@@ -7,9 +7,9 @@ Validation seeds are fixed per difficulty and lie at or above
 
 from __future__ import annotations
 
-from feedbackgym.envs.base import TRAIN_SEED_LIMIT, VALIDATION_SEED_START, validation_seed_blocks
+from feedbackgym.envs.base import TRAIN_SEED_LIMIT, VALIDATION_SEED_START
 from feedbackgym.envs.ops.catalog import FAULT_TYPES, SERVICES
-from feedbackgym.envs.ops.env import OBS_MODES, OpsIncidentEnv
+from feedbackgym.envs.ops.env import OBS_MODES, VALIDATION_SEEDS, OpsIncidentEnv
 from feedbackgym.envs.ops.state import DIFFICULTIES
 
 __all__ = [
@@ -22,7 +22,3 @@ __all__ = [
     "VALIDATION_SEED_START",
     "OpsIncidentEnv",
 ]
-
-VALIDATION_SEEDS: dict[str, tuple[int, ...]] = validation_seed_blocks(DIFFICULTIES)
-"""100 held-out seeds per difficulty: ``10_000_000..10_000_099`` for easy,
-``10_001_000..`` for medium, ``10_002_000..`` for hard."""

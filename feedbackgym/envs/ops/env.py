@@ -9,7 +9,7 @@ import numpy as np
 from gymnasium import spaces
 
 from feedbackgym.core import Subgoal, SubgoalTracker
-from feedbackgym.envs.base import OBS_MODES, TrackedEnv
+from feedbackgym.envs.base import OBS_MODES, TrackedEnv, validation_seed_blocks
 from feedbackgym.envs.ops.actions import ACTION_MEANINGS, N_ACTIONS, parse_action
 from feedbackgym.envs.ops.catalog import LOG_SIGNALS, METRICS, SERVICES
 from feedbackgym.envs.ops.dynamics import RESULTS, WORSE, advance, apply_action
@@ -19,7 +19,11 @@ from feedbackgym.envs.ops.subgoals import SUBGOAL_KINDS, build_subgoals
 from feedbackgym.envs.ops.text import CHARSET, MAX_TEXT_LENGTH, render_text
 from feedbackgym.errors import FeedbackGymError
 
-__all__ = ["OBS_MODES", "OpsIncidentEnv"]
+__all__ = ["OBS_MODES", "VALIDATION_SEEDS", "OpsIncidentEnv"]
+
+VALIDATION_SEEDS: dict[str, tuple[int, ...]] = validation_seed_blocks(DIFFICULTIES)
+"""100 held-out seeds per difficulty: ``10_000_000..10_000_099`` for easy,
+``10_001_000..`` for medium, ``10_002_000..`` for hard."""
 
 _N = len(SERVICES)
 
@@ -201,8 +205,6 @@ class OpsIncidentEnv(TrackedEnv[IncidentState]):
     @property
     def validation_seeds(self) -> tuple[int, ...]:
         """This difficulty's held-out seeds (:data:`feedbackgym.envs.ops.VALIDATION_SEEDS`)."""
-        from feedbackgym.envs.ops import VALIDATION_SEEDS
-
         return VALIDATION_SEEDS[self.difficulty]
 
     @property

@@ -1,4 +1,4 @@
-"""The ``feedbackgym datasets`` commands: ``make``, ``inspect`` and ``prune``.
+"""The ``datasets`` commands: ``make``, ``inspect`` and ``prune``.
 
 Usage::
 
@@ -14,38 +14,28 @@ h5py loads only when one of them runs.
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 from typing import Any
 
-from feedbackgym.cli import _parse_kwargs, _positive_int, _table
+from feedbackgym.cli._helpers import add_kwarg_option, parse_kwargs, positive_int, table
+from feedbackgym.experts import DATASETS_PATH_ENV, SPLITS, default_dataset_path
 from feedbackgym.rollout import POLICIES
 
-__all__ = ["DATASETS_PATH_ENV", "add_dataset_commands", "default_dataset_path"]
-
-DATASETS_PATH_ENV = "FEEDBACKGYM_DATASETS_PATH"
-"""Environment variable naming where ``datasets make`` puts stores by default."""
-_SPLITS = ("train", "validation")
+__all__ = ["add_commands"]
 
 
-def default_dataset_path(env_id: str, policy: str) -> Path:
-    """``$FEEDBACKGYM_DATASETS_PATH/<id>-<policy>`` (default root ``~/.feedbackgym/datasets``)."""
-    root = os.environ.get(DATASETS_PATH_ENV) or Path.home() / ".feedbackgym" / "datasets"
-    return Path(root) / f"{env_id.replace('/', '_')}-{policy}"
-
-
-def add_dataset_commands(commands: Any) -> None:
+def add_commands(commands: Any) -> None:
     """Adds ``datasets make|inspect|prune`` to the top-level subparsers ``commands``."""
     datasets = commands.add_parser("datasets", help="make, inspect and prune trajectory stores")
     sub = datasets.add_subparsers(dest="datasets_command", required=True, metavar="COMMAND")
 
     make = sub.add_parser("make", help="record a built-in policy (the expert) as a dataset")
     make.add_argument("env_id", metavar="ID", help="a registered id")
-    make.add_argument("--episodes", type=_positive_int, default=100)
+    make.add_argument("--episodes", type=positive_int, default=100)
     make.add_argument("--policy", choices=POLICIES, default="expert")
     make.add_argument(
         "--split",
-        choices=_SPLITS,
+        choices=SPLITS,
         default="train",
         help="train: seeds from --seed on; validation: the env's held-out seeds",
     )
@@ -56,13 +46,7 @@ def add_dataset_commands(commands: Any) -> None:
         default=None,
         help=f"store directory (default: ${DATASETS_PATH_ENV}/...)",
     )
-    make.add_argument(
-        "--kwarg",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="env keyword argument (VALUE parsed as JSON when it can be), repeatable",
-    )
+    add_kwarg_option(make)
     make.add_argument("--compression", choices=("none", "lzf", "gzip"), default="none")
     make.set_defaults(run=_cmd_make)
 
@@ -82,7 +66,7 @@ def add_dataset_commands(commands: Any) -> None:
 
 
 def _cmd_make(args: argparse.Namespace) -> int:
-    from feedbackgym.datasets.expert import make_expert_dataset
+    from feedbackgym.experts import make_expert_dataset
 
     path = args.out or default_dataset_path(args.env_id, args.policy)
     store = make_expert_dataset(
@@ -92,7 +76,7 @@ def _cmd_make(args: argparse.Namespace) -> int:
         policy=args.policy,
         split=args.split,
         seed=args.seed,
-        env_kwargs=_parse_kwargs(args.kwarg),
+        env_kwargs=parse_kwargs(args.kwarg),
         compression=None if args.compression == "none" else args.compression,
         progress=True,
     )
@@ -124,7 +108,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
             [r.task_id, r.round, str(r.episodes), str(r.steps), success, phases]
             + [str(r.guides), str(r.reviews), _bytes(r.size)]
         )
-    print(_table(rows))
+    print(table(rows))
     return 0
 
 

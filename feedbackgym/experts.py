@@ -2,7 +2,9 @@
 
 The ``train`` split plays seeds ``seed, seed + 1, ...`` (never a held-out
 seed); the ``validation`` split plays the env's held-out seeds. Both are
-stored as rounds of the same name, so one store can hold both.
+stored as rounds of the same name, so one store can hold both. Stores go under
+``$FEEDBACKGYM_DATASETS_PATH`` unless given a path (see :func:`default_dataset_path`).
+The store (and h5py) loads only when a dataset is made.
 """
 
 from __future__ import annotations
@@ -10,25 +12,48 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterable, Sequence
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 
-from feedbackgym.datasets.store import TrajectoryStore
 from feedbackgym.rollout import make_policy
-from feedbackgym.wrappers.record import RecordTrajectories
 
-__all__ = ["SPLITS", "held_out_seeds", "make_expert_dataset"]
+if TYPE_CHECKING:
+    from feedbackgym.datasets import TrajectoryStore
+
+__all__ = [
+    "DATASETS_PATH_ENV",
+    "SPLITS",
+    "default_dataset_path",
+    "held_out_seeds",
+    "make_expert_dataset",
+]
 
 SPLITS = ("train", "validation")
 """Dataset splits (stored as the round name)."""
+DATASETS_PATH_ENV = "FEEDBACKGYM_DATASETS_PATH"
+"""Environment variable naming where expert datasets go by default."""
+
+
+def default_dataset_path(env_id: str, policy: str) -> Path:
+    """``$FEEDBACKGYM_DATASETS_PATH/<id>-<policy>`` (default root ``~/.feedbackgym/datasets``).
+
+    Example:
+        >>> default_dataset_path("feedbackgym/OpsIncident-v0", "expert").name
+        'feedbackgym_OpsIncident-v0-expert'
+    """
+    root = os.environ.get(DATASETS_PATH_ENV) or Path.home() / ".feedbackgym" / "datasets"
+    return Path(root) / f"{env_id.replace('/', '_')}-{policy}"
 
 
 def held_out_seeds(env: gym.Env[Any, Any]) -> tuple[int, ...]:
-    """The env's held-out validation seeds.
+    """The env's held-out validation seeds: ``env.unwrapped.validation_seeds``.
 
-    From ``env.unwrapped.validation_seeds`` when the env has it, else from
-    :data:`feedbackgym.envs.ops.VALIDATION_SEEDS` for OpsIncident.
+    Example:
+        >>> import gymnasium as gym, feedbackgym
+        >>> held_out_seeds(gym.make("feedbackgym/OpsIncidentEasy-v0"))[:2]
+        (10000000, 10000001)
 
     Raises:
         ValueError: The env has no held-out seeds.
@@ -36,10 +61,6 @@ def held_out_seeds(env: gym.Env[Any, Any]) -> tuple[int, ...]:
     seeds = getattr(env.unwrapped, "validation_seeds", None)
     if seeds is not None:
         return tuple(seeds)
-    from feedbackgym.envs.ops import VALIDATION_SEEDS, OpsIncidentEnv
-
-    if isinstance(env.unwrapped, OpsIncidentEnv):
-        return VALIDATION_SEEDS[env.unwrapped.difficulty]
     name = env.spec.id if env.spec else type(env.unwrapped).__name__
     raise ValueError(f"{name} has no held-out validation seeds (env.unwrapped.validation_seeds)")
 
@@ -81,6 +102,9 @@ def make_expert_dataset(
         ValueError: A bad split or episode count, a train seed that is held
             out, or more validation episodes than held-out seeds.
     """
+    from feedbackgym.datasets import TrajectoryStore
+    from feedbackgym.wrappers.record import RecordTrajectories
+
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     if episodes < 1:

@@ -1,0 +1,106 @@
+"""A run directory's files: the validation curve, the resume state, the checkpoints.
+
+::
+
+    config.json          the RunConfig
+    tb/                  TensorBoard logs
+    curve.csv            step, round, phase, validation success (scheduled and unguided), return
+    checkpoints/round_NNNN.zip   a versioned checkpoint every round
+    checkpoints/best.zip         the checkpoint with the best validation success (rollback target)
+    state.json           what --resume restores
+    trajectories/        recorded episodes (a TrajectoryStore)
+
+Every write that a crash could cut in half goes through a temporary file and
+an atomic rename.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "CURVE_FIELDS",
+    "append_curve",
+    "drop_curve_rows_after",
+    "drop_old_checkpoints",
+    "read_curve",
+    "read_state",
+    "write_state",
+]
+
+CURVE_FIELDS = (
+    "step",
+    "round",
+    "phase",
+    "success",
+    "success_unguided",
+    "mean_return",
+    "mean_length",
+)
+
+
+def append_curve(path: Path, row: dict[str, Any]) -> None:
+    """Appends one validation to ``curve.csv`` (writing its header first if new)."""
+    new = not path.exists()
+    with path.open("a", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=CURVE_FIELDS)
+        if new:
+            writer.writeheader()
+        writer.writerow(row)
+
+
+def drop_curve_rows_after(path: Path, progress: int) -> None:
+    """Drops validations past ``progress`` rounds (before resuming from there).
+
+    A crash after a validation was written but before its round's state was
+    saved would otherwise leave that validation in the curve twice.
+    """
+    if not path.exists():
+        return
+    with path.open(newline="") as file:
+        rows = list(csv.DictReader(file))
+    kept = [row for row in rows if float(row["round"]) <= progress]
+    if len(kept) < len(rows):
+        tmp = path.with_name(path.name + ".tmp")
+        with tmp.open("w", newline="") as file:
+            writer = csv.DictWriter(file, fieldnames=CURVE_FIELDS)
+            writer.writeheader()
+            writer.writerows(kept)
+        tmp.replace(path)
+
+
+def read_curve(run_dir: str | Path) -> dict[str, np.ndarray]:
+    """Reads a run's ``curve.csv`` into arrays (``phase`` as strings)."""
+    with (Path(run_dir) / "curve.csv").open() as file:
+        rows = list(csv.DictReader(file))
+    return {
+        key: np.array([r[key] for r in rows])
+        if key == "phase"
+        else np.array([float(r[key]) for r in rows])
+        for key in CURVE_FIELDS
+    }
+
+
+def read_state(run_dir: Path) -> dict[str, Any]:
+    """The run's ``state.json`` (``{}`` when it has none yet)."""
+    path = run_dir / "state.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def write_state(run_dir: Path, state: dict[str, Any]) -> None:
+    """Writes ``state.json`` atomically: a crash never leaves half a state file."""
+    tmp = run_dir / "state.json.tmp"
+    tmp.write_text(json.dumps(state, indent=2))
+    tmp.replace(run_dir / "state.json")
+
+
+def drop_old_checkpoints(checkpoints: Path, keep: int) -> None:
+    """Deletes all but the ``keep`` newest round checkpoints (0 keeps every one)."""
+    if keep:
+        for old in sorted(checkpoints.glob("round_*.zip"))[:-keep]:
+            old.unlink()

@@ -1,0 +1,59 @@
+"""The ``feedbackgym`` command.
+
+Usage::
+
+    feedbackgym envs
+    feedbackgym play ID [--policy random|expert] [--episodes N] [--seed S] [--kwarg KEY=VALUE ...]
+    feedbackgym demo [--episodes N]
+    feedbackgym compare --env ID --arms A,B --seeds N --steps N [--jobs J] [--out DIR] [--quick]
+    feedbackgym serve-feedback [--address tcp://127.0.0.1:5557]
+    feedbackgym sandbox build [--force]
+    feedbackgym datasets make|inspect|prune ...
+
+One module per command group adds its commands (``play``: ``envs``, ``play``
+and ``demo``; ``compare``; ``serve``: ``serve-feedback``; ``sandbox``;
+``datasets``); ``_helpers`` holds what they share. Each command loads what it
+runs (the baselines, h5py, ZeroMQ) only when it runs.
+
+Errors (an unknown id, a bad option, a policy the env lacks) print one line to
+stderr and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+import gymnasium as gym
+
+from feedbackgym.cli import compare, datasets, play, sandbox, serve
+from feedbackgym.errors import FeedbackGymError
+
+__all__ = ["main"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the command line; returns the exit status.
+
+    Example:
+        >>> main(["play", "feedbackgym/NoSuchEnv-v0"])
+        2
+    """
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run(args))
+    except (FeedbackGymError, ValueError, gym.error.Error) as error:
+        print(f"feedbackgym {args.command}: error: {error}", file=sys.stderr)
+        return 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="feedbackgym", description="Long-horizon Gymnasium tasks with guide/review feedback."
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for group in (play, compare, serve, sandbox, datasets):
+        group.add_commands(commands)
+    return parser

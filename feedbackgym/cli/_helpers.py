@@ -1,0 +1,135 @@
+"""What the command modules share: argument types, ``--kwarg`` parsing, env lookup, output."""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+import gymnasium as gym
+
+from feedbackgym.errors import FeedbackGymError
+
+__all__ = [
+    "PROGRESS_MIN_EPISODES",
+    "CommandError",
+    "add_kwarg_option",
+    "fraction",
+    "make_env",
+    "parse_kwargs",
+    "positive_int",
+    "progress",
+    "table",
+]
+
+PROGRESS_MIN_EPISODES = 20
+"""Runs with at least this many episodes show a progress bar on stderr."""
+
+
+class CommandError(FeedbackGymError):
+    """A command-line mistake: reported in one line, exit status 2."""
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer of at least 1.
+
+    Raises:
+        argparse.ArgumentTypeError: It is under 1.
+    """
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
+def fraction(text: str) -> float:
+    """An argparse type: a number in ``[0, 1]``.
+
+    Raises:
+        argparse.ArgumentTypeError: It is outside ``[0, 1]``.
+    """
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1], got {value}")
+    return value
+
+
+def add_kwarg_option(parser: argparse.ArgumentParser) -> None:
+    """Adds the repeatable ``--kwarg KEY=VALUE``: env keyword arguments for :func:`parse_kwargs`."""
+    parser.add_argument(
+        "--kwarg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="env keyword argument (VALUE parsed as JSON when it can be), repeatable",
+    )
+
+
+def parse_kwargs(pairs: Iterable[str]) -> dict[str, Any]:
+    """Turns ``--kwarg KEY=VALUE`` arguments into keyword arguments.
+
+    Example:
+        >>> parse_kwargs(["difficulty=hard", "max_steps=40", 'tags=["a"]'])
+        {'difficulty': 'hard', 'max_steps': 40, 'tags': ['a']}
+
+    Raises:
+        CommandError: A pair lacks ``=`` or a key.
+    """
+    kwargs: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise CommandError(f"--kwarg expects KEY=VALUE, got {pair!r}")
+        try:
+            kwargs[key] = json.loads(value)
+        except json.JSONDecodeError:
+            kwargs[key] = value
+    return kwargs
+
+
+def make_env(env_id: str, kwargs: dict[str, Any]) -> gym.Env[Any, Any]:
+    """``gym.make(env_id, **kwargs)``, with the mistakes a user makes as one-line errors.
+
+    Raises:
+        CommandError: The id is not registered (close ids are suggested), or
+            the env takes no such keyword argument.
+    """
+    if env_id not in gym.registry:
+        close = difflib.get_close_matches(env_id, list(gym.registry), n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise CommandError(f"unknown env id {env_id!r}{hint} (`feedbackgym envs` lists them)")
+    try:
+        return gym.make(env_id, **kwargs)
+    except TypeError as error:
+        raise CommandError(f"bad keyword argument for {env_id}: {error}") from error
+
+
+def progress(total: int, desc: str) -> Any:
+    """Returns a wrapper that shows a progress bar for long runs when tqdm is installed."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return iter
+    disable = total < PROGRESS_MIN_EPISODES
+    return lambda it: tqdm(it, total=total, desc=desc, file=sys.stderr, disable=disable)
+
+
+def table(rows: list[list[str]]) -> str:
+    """A Markdown table; the first row is the header.
+
+    Example:
+        >>> print(table([["env", "success"], ["ops", "100.0%"]]))
+        | env | success |
+        |-----|---------|
+        | ops | 100.0%  |
+    """
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = [
+        "| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |"
+        for row in rows
+    ]
+    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return "\n".join(lines)

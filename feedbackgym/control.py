@@ -1,0 +1,274 @@
+"""The feedback controller: one per training run, on the trainer's side.
+
+A :class:`FeedbackController` owns everything that decides the feedback during
+training: the schedule (with its adaptive rule), the config watcher, the
+reward-drop alert and the round counter. Each round the trainer calls
+:meth:`FeedbackController.update` with the last round's trend; the controller
+computes one :class:`~feedbackgym.protocol.FeedbackState` and pushes it to every
+env it drives through one env method, ``set_feedback_state`` (see
+:mod:`feedbackgym.protocol`). Envs run no adaptive logic of their own, so N
+workers cannot disagree, and resuming a run restores one object
+(:meth:`~FeedbackController.state_dict`).
+
+Example:
+    >>> import gymnasium as gym, feedbackgym
+    >>> from feedbackgym.config import FeedbackConfig
+    >>> config = FeedbackConfig.for_arm("guide-then-review")
+    >>> envs = gym.vector.SyncVectorEnv(
+    ...     [lambda: feedbackgym.make("feedbackgym/OpsIncidentEasy-v0", feedback=config)] * 2
+    ... )
+    >>> controller = FeedbackController(config, envs=envs)
+    >>> controller.update(0).phase, controller.update(60, mean_return=0.5).phase
+    ('guide', 'review')
+    >>> [state.phase for state in envs.get_attr("feedback_state")]
+    ['review', 'review']
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from feedbackgym.config import ConfigWatcher, FeedbackConfig
+from feedbackgym.protocol import SET_FEEDBACK_STATE, FeedbackState, call_envs
+from feedbackgym.schedules import Schedule, schedule_from_config
+
+__all__ = ["FeedbackController", "RewardDropAlert"]
+
+logger = logging.getLogger(__name__)
+
+
+class RewardDropAlert:
+    """The spec's alert: mean reward fell by more than ``drop`` three rounds in a row.
+
+    Args:
+        drop: Relative fall per round that counts (0.2: 20%).
+        rounds: Consecutive falls that raise the alert.
+        hook: Called with ``(round, message)`` when it fires, besides the log warning.
+
+    Example:
+        >>> alert = RewardDropAlert()
+        >>> [alert.update(r, v) for r, v in enumerate([1.0, 0.7, 0.5, 0.3])][-1]
+        True
+    """
+
+    def __init__(
+        self, drop: float = 0.2, rounds: int = 3, hook: Callable[[int, str], None] | None = None
+    ) -> None:
+        if not 0 < drop < 1 or rounds < 1:
+            raise ValueError("need 0 < drop < 1 and rounds >= 1")
+        self.drop = drop
+        self.rounds = rounds
+        self.hook = hook
+        self._last: float | None = None
+        self._falls = 0
+        self.fired: list[int] = []
+
+    def state_dict(self) -> dict[str, Any]:
+        """The last mean reward, the falls counted so far and the rounds it fired at."""
+        return {"last": self._last, "falls": self._falls, "fired": list(self.fired)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restores what :meth:`state_dict` returned (a resumed run goes on counting)."""
+        self._last = state["last"]
+        self._falls = int(state["falls"])
+        self.fired = [int(r) for r in state["fired"]]
+
+    def update(self, round_: int, mean_reward: float) -> bool:
+        """Adds one round's mean reward; returns whether the alert fired."""
+        last, self._last = self._last, mean_reward
+        if last is None or not math.isfinite(mean_reward):
+            return False
+        fell = last != 0 and (last - mean_reward) / abs(last) > self.drop  # -1 -> -1.5 falls
+        self._falls = self._falls + 1 if fell else 0
+        if self._falls < self.rounds:
+            return False
+        self._falls = 0
+        message = (
+            f"mean reward fell more than {self.drop:.0%} for {self.rounds} rounds in a row "
+            f"(now {mean_reward:.3f}, round {round_}): guidance may have been withdrawn too "
+            "early; lengthen the fade 1.5-2x and start reviews less often"
+        )
+        logger.warning(message)
+        self.fired.append(round_)
+        if self.hook is not None:
+            self.hook(round_, message)
+        return True
+
+
+class FeedbackController:
+    """Decides the feedback of every round and pushes it to every env.
+
+    Args:
+        config: A :class:`~feedbackgym.config.FeedbackConfig`, or the path of a
+            YAML/TOML config file to follow: a valid edit applies to every env
+            at the next round, an invalid one is rejected with a logged reason
+            (see :class:`~feedbackgym.config.ConfigWatcher`). States carry it,
+            and envs apply its guide, review and shaping settings. ``None``:
+            the default schedule, and the envs keep their own settings.
+        envs: Envs to drive now (see :meth:`attach`).
+        transform: Applied to every config version read (command-line
+            overrides, an arm's preset, the run's length).
+        schedule: A schedule object to use instead of the one the config
+            describes (a custom :class:`~feedbackgym.schedules.Schedule`).
+        alert: The reward-drop alert (default: 20% for 3 rounds).
+
+    Attributes:
+        config: The config in force.
+        schedule: The schedule (with its adaptive rule).
+        alert: The reward-drop alert, fed each reported ``mean_return``.
+        state: The last state computed.
+        alert_fired: Whether the last report fired the alert.
+    """
+
+    def __init__(
+        self,
+        config: FeedbackConfig | str | Path | None = None,
+        *,
+        envs: Any = None,
+        transform: Callable[[FeedbackConfig], FeedbackConfig] | None = None,
+        schedule: Schedule | None = None,
+        alert: RewardDropAlert | None = None,
+    ) -> None:
+        self.watcher: ConfigWatcher | None = None
+        self._pushes_config = config is not None
+        """Whether states carry the config (an env then applies it): not for the defaults."""
+        if isinstance(config, (str, Path)):
+            self.watcher = ConfigWatcher(config, transform)
+            self.config = self.watcher.config
+        elif config is None or isinstance(config, FeedbackConfig):
+            base = config if config is not None else FeedbackConfig()
+            self.config = transform(base) if transform is not None else base
+        else:
+            raise TypeError(
+                f"config must be a FeedbackConfig, a path or None, got {type(config).__name__}"
+            )
+        self._custom_schedule = schedule is not None
+        self.schedule = (
+            schedule if schedule is not None else schedule_from_config(self.config.schedule)
+        )
+        self.alert = alert if alert is not None else RewardDropAlert()
+        self.alert_fired = False
+        self.round = 0
+        self.progress = 0.0
+        self._envs: list[Any] = []
+        self.state = self.state_at(0)
+        if envs is not None:
+            self.attach(envs)
+
+    @property
+    def config_version(self) -> int:
+        """The version of the config file in force (0 when no file is followed)."""
+        return self.watcher.version if self.watcher is not None else 0
+
+    @property
+    def config_changes(self) -> list[dict[str, Any]]:
+        """Every edit of the config file seen: version, time, applied, reason."""
+        return list(self.watcher.changes) if self.watcher is not None else []
+
+    def attach(self, envs: Any) -> None:
+        """Drives ``envs`` too (a single env, an SB3 ``VecEnv`` or a Gymnasium vector env).
+
+        They get the current state at once, then every state :meth:`update` computes.
+        """
+        self._envs.append(envs)
+        call_envs(envs, SET_FEEDBACK_STATE, self.state)
+
+    def state_at(self, round_: int, progress: float | None = None) -> FeedbackState:
+        """The state of round ``round_`` (at ``progress`` in the schedule's unit), unpushed."""
+        progress = float(round_) if progress is None else float(progress)
+        scheduled = self.schedule.state(progress)
+        return FeedbackState(
+            phase=scheduled.phase,
+            guide_weight=scheduled.guide_weight,
+            review_weight=scheduled.review_weight,
+            round=round_,
+            progress=progress,
+            switch_at=getattr(self.schedule, "switch_at", None),
+            config_version=self.config_version,
+            config=self.config if self._pushes_config else None,
+            config_changes=tuple(self.config_changes),
+        )
+
+    def report(self, **metrics: float) -> None:
+        """Reports the trend of the round in progress (``loss``, ``mean_return``, ``success``).
+
+        It feeds the schedule's adaptive rule and the reward-drop alert.
+        """
+        self.schedule.report(self.progress, **metrics)
+        mean_return = metrics.get("mean_return")
+        self.alert_fired = mean_return is not None and self.alert.update(
+            self.round, float(mean_return)
+        )
+
+    def update(
+        self, round_: int, *, progress: float | None = None, **metrics: float
+    ) -> FeedbackState:
+        """Starts round ``round_``: reports the last round's trend, pushes the new state.
+
+        Args:
+            round_: The round starting now.
+            progress: Where training is in the schedule's unit (default: the
+                round; pass the env steps for a schedule in ``"steps"``).
+            **metrics: The trend of the round that just ended (see :meth:`report`).
+
+        Returns:
+            The state every driven env now has.
+        """
+        if metrics:
+            self.report(**metrics)
+        self._follow_config()
+        self.round = round_
+        self.progress = float(round_) if progress is None else float(progress)
+        self.state = self.state_at(round_, self.progress)
+        self.push(self.state)
+        return self.state
+
+    def push(self, state: FeedbackState) -> None:
+        """Sends ``state`` to every driven env (what :meth:`update` does each round)."""
+        for envs in self._envs:
+            call_envs(envs, SET_FEEDBACK_STATE, state)
+
+    def _follow_config(self) -> None:
+        if self.watcher is None or not self.watcher.poll():
+            return
+        new = self.watcher.config
+        if new.schedule != self.config.schedule and not self._custom_schedule:
+            # Only an edit of the schedule section rebuilds it (and resets the adaptive rule).
+            self.schedule = schedule_from_config(new.schedule)
+        self.config = new
+        logger.info(
+            "feedback config version %d applied from round %d", self.config_version, self.round
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything a resumed run needs, as JSON-safe data."""
+        return {
+            "round": self.round,
+            "progress": self.progress,
+            "schedule": self.schedule.state_dict(),
+            "alert": self.alert.state_dict(),
+            "config_version": self.config_version,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restores :meth:`state_dict` output and pushes the restored state to every env.
+
+        The config stays the one this controller was made with (a followed
+        file as it is now): a resumed run may run longer than the one saved.
+        """
+        self.schedule.load_state_dict(state["schedule"])
+        self.alert.load_state_dict(state["alert"])
+        self.round = int(state["round"])
+        self.progress = float(state["progress"])
+        self.state = self.state_at(self.round, self.progress)
+        self.push(self.state)
+
+    def __repr__(self) -> str:
+        return (
+            f"FeedbackController(round={self.round}, phase={self.state.phase!r}, "
+            f"schedule={self.schedule!r}, config_version={self.config_version})"
+        )

@@ -1,0 +1,104 @@
+"""``make``: an env with its whole feedback stack, from one feedback config.
+
+The stack is ``FadeGuideToReview(AddReview(AddGuide(ShapeWithSubgoals(env))))``,
+optionally inside ``RecordTrajectories``; every setting comes from the config,
+whose defaults are the project's one set of defaults. ``feedbackgym.make`` is
+this function.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+
+from feedbackgym.config import ARM_PRESETS, FeedbackConfig, load_config
+from feedbackgym.wrappers.guide import AddGuide
+from feedbackgym.wrappers.review import AddReview
+from feedbackgym.wrappers.schedule import FadeGuideToReview
+from feedbackgym.wrappers.shaping import ShapeWithSubgoals
+
+__all__ = ["make", "resolve_feedback"]
+
+
+def resolve_feedback(feedback: FeedbackConfig | str | Path | None) -> FeedbackConfig:
+    """The config ``feedback`` names: a config, an arm's preset, a file, or the defaults.
+
+    Raises:
+        ConfigError: A file that cannot be read or validated.
+
+    Example:
+        >>> resolve_feedback("shaping").schedule.arm
+        'shaping'
+    """
+    if feedback is None:
+        return FeedbackConfig()
+    if isinstance(feedback, FeedbackConfig):
+        return feedback
+    if isinstance(feedback, str) and feedback in ARM_PRESETS:
+        return FeedbackConfig.for_arm(feedback)
+    return load_config(feedback)
+
+
+def make(
+    env_id: str | gym.Env[Any, Any],
+    feedback: FeedbackConfig | str | Path | None = None,
+    *,
+    record: Any = None,
+    **env_kwargs: Any,
+) -> gym.Env[Any, Any]:
+    """Builds ``env_id`` with the whole feedback stack that ``feedback`` describes.
+
+    Args:
+        env_id: A registered id (made with ``gym.make(env_id, **env_kwargs)``)
+            or an env already made (a third-party env with subgoals).
+        feedback: A :class:`~feedbackgym.config.FeedbackConfig`, an arm's name
+            (its preset, e.g. ``"guide-then-review"``), the path of a YAML or
+            TOML config file (followed: a valid edit applies at the next
+            ``set_progress``; a trainer's controller overrides it), or ``None``
+            for the defaults.
+        record: A :class:`~feedbackgym.datasets.TrajectoryStore` or its path
+            (subprocess workers: each writes its own shard) to record every
+            episode to, or ``None``.
+        **env_kwargs: Passed to ``gym.make``.
+
+    Raises:
+        ConfigError: A bad config or config file.
+
+    Example:
+        >>> import feedbackgym
+        >>> env = feedbackgym.make("feedbackgym/OpsIncidentEasy-v0", feedback="guide-then-review")
+        >>> _, info = env.reset(seed=0)
+        >>> info["feedback"]["phase"], "hint_next" in env.observation_space.spaces
+        ('guide', True)
+    """
+    config = resolve_feedback(feedback)
+    env = gym.make(env_id, **env_kwargs) if isinstance(env_id, str) else env_id
+    shaping, guide, review = config.shaping, config.guide, config.review
+    env = ShapeWithSubgoals(env, shaping.gamma, shaping.scale, terminal=shaping.terminal)
+    env = AddGuide(
+        env,
+        guide.every,
+        guide.channels,
+        lookahead=guide.lookahead,
+        dropout=guide.dropout,
+        dropout_scope=guide.dropout_scope,
+    )
+    env = AddReview(
+        env,
+        review.window,
+        review.channels,
+        stall_steps=review.stall_steps,
+        action_level=review.action_level,
+    )
+    followed = isinstance(feedback, (str, Path)) and feedback not in ARM_PRESETS
+    env = FadeGuideToReview(
+        env, config=str(feedback) if followed else config.model_dump(mode="json")
+    )
+    if record is None:
+        return env
+    from feedbackgym.wrappers.record import RecordTrajectories
+
+    task_id = env_id if isinstance(env_id, str) else type(env.unwrapped).__name__
+    return RecordTrajectories(env, record, task_id=task_id)

@@ -1,0 +1,126 @@
+"""The feedback controller: one owner of the schedule, pushed to envs through one method."""
+
+import json
+import os
+import time
+
+import gymnasium as gym
+import pytest
+
+import feedbackgym
+from feedbackgym.config import FeedbackConfig, merge_config
+from feedbackgym.control import FeedbackController, RewardDropAlert
+from feedbackgym.errors import ConfigError
+from feedbackgym.protocol import SET_FEEDBACK_STATE, FeedbackEnv, FeedbackState, call_envs
+
+ENV = "feedbackgym/OpsIncidentEasy-v0"
+ADAPTIVE = {"metric": "return", "window": 2, "min_success": 0.5, "shift": 0.1}
+CONFIG = merge_config(
+    FeedbackConfig.for_arm("guide-then-review"),
+    {"schedule": {"total": 20, "fade": 2, "adaptive": ADAPTIVE}},
+)
+
+
+def _write(path, text):
+    path.write_text(text)
+    stamp = time.time_ns() + 1_000_000
+    os.utime(path, ns=(stamp, stamp))  # the mtime moves on coarse clocks too
+
+
+def _trend(round_):
+    """A made-up trend: returns rise, then flatten; success crosses the floor at round 6."""
+    return {"mean_return": min(round_, 5) * 0.1, "success": 0.1 * round_, "loss": 1.0}
+
+
+def test_an_interrupted_controller_restored_from_json_decides_as_an_uninterrupted_one():
+    whole = FeedbackController(CONFIG)
+    states = [whole.update(r, **(_trend(r - 1) if r else {})) for r in range(20)]
+    assert {s.phase for s in states} == {"guide", "fade", "review"}
+    assert whole.schedule.history  # the adaptive rule did move the switch
+
+    first = FeedbackController(CONFIG)
+    resumed_states = [first.update(r, **(_trend(r - 1) if r else {})) for r in range(7)]
+    saved = json.loads(json.dumps(first.state_dict()))  # what a run directory keeps
+    second = FeedbackController(CONFIG)
+    second.load_state_dict(saved)
+    resumed_states += [second.update(r, **_trend(r - 1)) for r in range(7, 20)]
+    assert resumed_states == states
+    assert second.schedule.history == whole.schedule.history
+
+
+def test_states_reach_a_single_env_and_a_gymnasium_vector_env_through_one_method():
+    single = feedbackgym.make(ENV, CONFIG)
+    vector = gym.vector.SyncVectorEnv([lambda: feedbackgym.make(ENV, CONFIG)] * 3)
+    assert isinstance(single.unwrapped, gym.Env) and isinstance(
+        single.get_wrapper_attr("feedback_state"), FeedbackState
+    )
+    controller = FeedbackController(CONFIG, envs=single)
+    controller.attach(vector)
+    state = controller.update(15)
+    assert state.phase == "review" and state.round == 15
+    assert single.get_wrapper_attr("feedback_state") == state
+    assert vector.get_attr("feedback_state") == (state,) * 3
+    masked = state.masked()
+    call_envs(single, SET_FEEDBACK_STATE, masked)
+    assert single.get_wrapper_attr("feedback_state").hints_masked
+    with pytest.raises(TypeError, match="SB3 VecEnv"):
+        call_envs(object(), SET_FEEDBACK_STATE, state)
+    vector.close()
+
+
+def test_the_stack_meets_the_declared_protocol():
+    env = feedbackgym.make(ENV, "guide")
+    outer = env
+    assert isinstance(outer, FeedbackEnv)
+    stats = call_envs(env, "feedback_stats")[0]
+    assert set(stats) == {"guide", "review"}
+
+
+def test_a_config_edit_applies_to_every_env_at_the_next_round_and_a_bad_one_is_kept_out(
+    tmp_path, caplog
+):
+    path = tmp_path / "feedback.yaml"
+    _write(path, "guide: {every: 1, dropout: 0.0}\nschedule: {arm: guide, total: 10}\n")
+    envs = gym.vector.SyncVectorEnv([lambda: feedbackgym.make(ENV, "guide")] * 2)
+    controller = FeedbackController(path, envs=envs)
+    assert envs.get_attr("feedback_state")[0].config_version == 1
+    guides = [env.get_wrapper_attr("every") for env in envs.envs]
+    assert guides == [1, 1]
+    _write(path, "guide: {every: 4, dropout: 0.0}\nschedule: {arm: guide, total: 10}\n")
+    assert [env.get_wrapper_attr("every") for env in envs.envs] == [1, 1]  # not before a round
+    state = controller.update(1)
+    assert state.config_version == 2 and state.config.guide.every == 4
+    assert [env.get_wrapper_attr("every") for env in envs.envs] == [4, 4]
+    _write(path, "guide: {every: 0}\n")
+    state = controller.update(2)
+    assert state.config_version == 2 and [e.get_wrapper_attr("every") for e in envs.envs] == [4, 4]
+    assert not controller.config_changes[-1]["applied"]
+    assert "guide.every" in controller.config_changes[-1]["reason"]
+    assert "rejected" in caplog.text
+    envs.close()
+
+
+def test_the_controller_feeds_the_reward_drop_alert():
+    fired = []
+    controller = FeedbackController(alert=RewardDropAlert(hook=lambda r, m: fired.append(r)))
+    for round_, mean_return in enumerate([1.0, 0.7, 0.5, 0.3]):
+        controller.update(round_ + 1, mean_return=mean_return)
+    assert fired == [3] and controller.alert_fired
+    assert controller.state_dict()["alert"]["fired"] == [3]
+
+
+def test_bad_inputs_are_refused_with_clear_errors(tmp_path):
+    with pytest.raises(TypeError, match="FeedbackConfig, a path or None"):
+        FeedbackController(42)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="cannot read"):
+        FeedbackController(tmp_path / "missing.yaml")
+    with pytest.raises(ConfigError, match="unknown arm"):
+        FeedbackConfig.for_arm("teacher")
+
+
+def test_without_a_config_the_envs_keep_their_own_settings():
+    from feedbackgym.wrappers import AddGuide, FadeGuideToReview
+
+    env = FadeGuideToReview(AddGuide(gym.make(ENV), every=7))
+    FeedbackController(envs=env).update(3)
+    assert env.get_wrapper_attr("every") == 7
