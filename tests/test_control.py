@@ -124,3 +124,20 @@ def test_without_a_config_the_envs_keep_their_own_settings():
     env = FadeGuideToReview(AddGuide(gym.make(ENV), every=7))
     FeedbackController(envs=env).update(3)
     assert env.get_wrapper_attr("every") == 7
+
+
+def test_each_config_section_names_its_wrapper_s_keyword_arguments():
+    import inspect
+
+    from feedbackgym.config import GuideConfig, ReviewConfig, ShapingConfig
+    from feedbackgym.wrappers import AddGuide, AddReview, ShapeWithSubgoals
+
+    for section, wrapper in (
+        (ShapingConfig, ShapeWithSubgoals),
+        (GuideConfig, AddGuide),
+        (ReviewConfig, AddReview),
+    ):
+        parameters = inspect.signature(wrapper.__init__).parameters
+        assert set(section.model_fields) <= set(parameters), wrapper.__name__
+        for name, field in section.model_fields.items():  # one home for each default
+            assert parameters[name].default == field.default, (wrapper.__name__, name)

@@ -1,5 +1,6 @@
-"""The README's set-up commands and code blocks."""
+"""The README's set-up commands and code blocks, and the docs' code blocks."""
 
+import os
 import re
 import subprocess
 import sys
@@ -9,8 +10,8 @@ ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 
 
-def _blocks(language):
-    return re.findall(rf"```{language}\n(.*?)```", README, flags=re.S)
+def _blocks(language, text=README):
+    return re.findall(rf"```{language}\n(.*?)```", text, flags=re.S)
 
 
 def test_readme_opens_with_exactly_two_setup_commands():
@@ -44,6 +45,24 @@ def test_readme_python_examples_run():
         outputs.append(result.stdout)
     assert "resolved 1.0 True" in outputs[0]
     assert "Hint: first" in outputs[1] and "try to" in outputs[1]
+    trainer = outputs[2].splitlines()  # "Bring your own trainer": a phase per round
+    assert len(trainer) == 12 and trainer[0].split()[2] == "guide"
+    assert trainer[-1].split()[2] == "review" and " reviews  0 " not in trainer[-1]
+
+
+def test_control_doc_examples_run():
+    blocks = _blocks("python", (ROOT / "docs" / "control.md").read_text())
+    assert len(blocks) >= 4
+    for block in blocks:
+        result = subprocess.run(
+            [sys.executable, "-c", block],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=ROOT,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},  # the SB3 example on a busy machine
+        )
+        assert result.returncode == 0, result.stderr
 
 
 def test_benchmark_script_runs():

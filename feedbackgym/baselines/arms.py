@@ -21,9 +21,12 @@ half the episodes unguided it learns to play without them and keeps its success.
 
 from __future__ import annotations
 
-from feedbackgym.config import FeedbackConfig, merge_config
+from typing import Any
 
-__all__ = ["arm_config", "checked_keep_checkpoints", "rounds_for"]
+from feedbackgym.config import FeedbackConfig, merge_config
+from feedbackgym.control import FeedbackController
+
+__all__ = ["ArmFeedback", "arm_config", "checked_keep_checkpoints", "rounds_for"]
 
 
 def rounds_for(steps: int, n_envs: int, n_steps: int) -> int:
@@ -54,3 +57,38 @@ def arm_config(arm: str, base: FeedbackConfig, rounds: int) -> FeedbackConfig:
         ('sparse', 40.0, 0.0)
     """
     return FeedbackConfig.for_arm(arm, merge_config(base, {"schedule": {"total": rounds}}))
+
+
+class ArmFeedback:
+    """The feedback of one run of an arm, for the trainers' run configs (a mixin).
+
+    The class it is mixed into has ``arm``, ``rounds``, ``feedback`` (the base
+    config), ``feedback_file`` (a file to follow instead, or ``None``) and
+    ``feedback_overrides`` (``{section: {field: value}}`` applied on top of
+    every version read: command-line flags override the file).
+    """
+
+    arm: str
+    feedback: FeedbackConfig
+    feedback_file: str | None
+    feedback_overrides: dict[str, Any]
+
+    @property
+    def rounds(self) -> int:
+        """Training rounds of the run (the class mixed into defines it)."""
+        raise NotImplementedError
+
+    def arm_config(self, base: FeedbackConfig) -> FeedbackConfig:
+        """The run's config from ``base`` (the file as read, or ``feedback``).
+
+        Raises:
+            ConfigError: A bad override or arm.
+        """
+        merged = merge_config(base, self.feedback_overrides, source="run overrides")
+        return arm_config(self.arm, merged, self.rounds)
+
+    def controller(self) -> FeedbackController:
+        """A new controller for the run, following ``feedback_file`` if set."""
+        if self.feedback_file is not None:
+            return FeedbackController(self.feedback_file, transform=self.arm_config)
+        return FeedbackController(self.arm_config(self.feedback))

@@ -24,10 +24,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from feedbackgym.baselines.arms import arm_config, rounds_for
+from feedbackgym.baselines.arms import ArmFeedback, rounds_for
 from feedbackgym.baselines.system import SystemMonitor
-from feedbackgym.config import FeedbackConfig, merge_config
-from feedbackgym.control import FeedbackController
+from feedbackgym.config import FeedbackConfig
 from feedbackgym.errors import DependencyNotInstalled
 from feedbackgym.protocol import ENV_REWARD, IS_SUCCESS
 from feedbackgym.wrappers.stack import make
@@ -45,7 +44,7 @@ TEXT_VOCAB = 128
 
 
 @dataclass
-class PPOConfig:
+class PPOConfig(ArmFeedback):
     """PPO settings (CleanRL's names).
 
     Attributes:
@@ -106,17 +105,6 @@ class PPOConfig:
     def rounds(self) -> int:
         """Training rounds (iterations)."""
         return rounds_for(self.total_timesteps, self.num_envs, self.num_steps)
-
-    def arm_config(self, base: FeedbackConfig) -> FeedbackConfig:
-        """The run's feedback config from ``base`` (the file as read, or ``feedback``)."""
-        merged = merge_config(base, self.feedback_overrides, source="run overrides")
-        return arm_config(self.arm, merged, self.rounds)
-
-    def controller(self) -> FeedbackController:
-        """A new controller for this run, following ``feedback_file`` if set."""
-        if self.feedback_file is not None:
-            return FeedbackController(self.feedback_file, transform=self.arm_config)
-        return FeedbackController(self.arm_config(self.feedback))
 
 
 def _vector_keys(space: gym.spaces.Dict) -> list[tuple[str, int]]:

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from feedbackgym.baselines.arms import arm_config, checked_keep_checkpoints, rounds_for
+from feedbackgym.baselines.arms import ArmFeedback, checked_keep_checkpoints, rounds_for
 from feedbackgym.baselines.evaluation import Evaluation, evaluate_policy, validation_seeds
 from feedbackgym.baselines.rundir import (
     CURVE_FIELDS,
@@ -29,8 +29,7 @@ from feedbackgym.baselines.rundir import (
     read_state,
     write_state,
 )
-from feedbackgym.config import FeedbackConfig, merge_config
-from feedbackgym.control import FeedbackController
+from feedbackgym.config import FeedbackConfig
 from feedbackgym.errors import DependencyNotInstalled
 from feedbackgym.wrappers.stack import make
 
@@ -52,7 +51,7 @@ DEFAULT_NET_ARCH = (128, 128)
 
 
 @dataclass
-class RunConfig:
+class RunConfig(ArmFeedback):
     """Everything one run needs, stored as ``config.json`` in its directory.
 
     Attributes:
@@ -122,21 +121,6 @@ class RunConfig:
     def rounds(self) -> int:
         """Training rounds (PPO rollouts)."""
         return rounds_for(self.total_steps, self.n_envs, self.n_steps)
-
-    def arm_config(self, base: FeedbackConfig) -> FeedbackConfig:
-        """The run's config from ``base`` (the file as read, or ``feedback``).
-
-        Raises:
-            ConfigError: A bad override or arm.
-        """
-        merged = merge_config(base, self.feedback_overrides, source="run overrides")
-        return arm_config(self.arm, merged, self.rounds)
-
-    def controller(self) -> FeedbackController:
-        """A new controller for this run, following ``feedback_file`` if set."""
-        if self.feedback_file is not None:
-            return FeedbackController(self.feedback_file, transform=self.arm_config)
-        return FeedbackController(self.arm_config(self.feedback))
 
     def make_env(self, config: FeedbackConfig) -> Any:
         """One env of the run's stack, built from ``config``."""

@@ -75,23 +75,10 @@ def make(
     """
     config = resolve_feedback(feedback)
     env = gym.make(env_id, **env_kwargs) if isinstance(env_id, str) else env_id
-    shaping, guide, review = config.shaping, config.guide, config.review
-    env = ShapeWithSubgoals(env, shaping.gamma, shaping.scale, terminal=shaping.terminal)
-    env = AddGuide(
-        env,
-        guide.every,
-        guide.channels,
-        lookahead=guide.lookahead,
-        dropout=guide.dropout,
-        dropout_scope=guide.dropout_scope,
-    )
-    env = AddReview(
-        env,
-        review.window,
-        review.channels,
-        stall_steps=review.stall_steps,
-        action_level=review.action_level,
-    )
+    # Each section's fields are its wrapper's keyword arguments, by design.
+    env = ShapeWithSubgoals(env, **config.shaping.model_dump())
+    env = AddGuide(env, **config.guide.model_dump())
+    env = AddReview(env, **config.review.model_dump())
     followed = isinstance(feedback, (str, Path)) and feedback not in ARM_PRESETS
     env = FadeGuideToReview(
         env, config=str(feedback) if followed else config.model_dump(mode="json")
