@@ -3,7 +3,7 @@
 * hint and review latency, p50 and p99, generated in-process and asked of a
   ``feedbackgym serve-feedback`` process over loopback;
 * OpsIncident (hard) steps/s raw and under the full stack (shaping + guide on
-  every channel, a hint every 4 steps (the default) and every step + review on
+  every channel, a hint every 4 steps and every step + review on
   every channel + schedule, mid-fade), in the same run, with the ratio.
 
 Usage:
