@@ -28,16 +28,16 @@ BC_EPOCHS = 100
 cloned policy at 50-73% success; 100 reach a loss near 0.03 and 100% (seconds of CPU)."""
 
 
-def collect_expert(
-    env: gym.Env[Any, Any], episodes: int, seed: int = 0
-) -> tuple[dict[str, np.ndarray], np.ndarray]:
+def collect_expert(env: gym.Env[Any, Any], episodes: int, seed: int = 0) -> tuple[Any, np.ndarray]:
     """Plays the env's expert for ``episodes`` episodes; returns observations and actions.
+
+    The observations are stacked per key for a Dict observation, else into one array.
 
     Raises:
         AttributeError: The env has no ``expert_action``.
     """
     expert = env.get_wrapper_attr("expert_action")
-    observations: list[dict[str, np.ndarray]] = []
+    observations: list[Any] = []
     actions: list[int] = []
     for episode in range(episodes):
         obs, _ = env.reset(seed=seed + episode)
@@ -48,14 +48,16 @@ def collect_expert(
             actions.append(action)
             obs, _, terminated, truncated, _ = env.step(action)
             done = terminated or truncated
-    batch = {key: np.stack([o[key] for o in observations]) for key in observations[0]}
-    return batch, np.asarray(actions)
+    if isinstance(observations[0], dict):
+        batch = {key: np.stack([o[key] for o in observations]) for key in observations[0]}
+        return batch, np.asarray(actions)
+    return np.stack(observations), np.asarray(actions)
 
 
 def fit_log_prob(
-    log_prob: Callable[[dict[str, torch.Tensor], torch.Tensor], torch.Tensor],
+    log_prob: Callable[[Any, torch.Tensor], torch.Tensor],
     parameters: Any,
-    observations: dict[str, np.ndarray],
+    observations: dict[str, np.ndarray] | np.ndarray,
     actions: np.ndarray,
     *,
     epochs: int = BC_EPOCHS,
@@ -74,7 +76,11 @@ def fit_log_prob(
         losses = []
         for start in range(0, n, batch_size):
             index = order[start : start + batch_size]
-            obs = {k: torch.as_tensor(v[index], device=device) for k, v in observations.items()}
+            obs: Any = (
+                {k: torch.as_tensor(v[index], device=device) for k, v in observations.items()}
+                if isinstance(observations, dict)
+                else torch.as_tensor(observations[index], device=device)
+            )
             act = torch.as_tensor(actions[index], device=device)
             loss = -log_prob(obs, act).mean()
             optimizer.zero_grad()

@@ -15,6 +15,7 @@ import numpy as np
 
 from feedbackgym.baselines.credit import ReviewCredit
 from feedbackgym.baselines.drive import DriveController
+from feedbackgym.baselines.metrics import feedback_metrics
 from feedbackgym.baselines.system import SystemMonitor
 from feedbackgym.control import FeedbackController
 from feedbackgym.errors import DependencyNotInstalled
@@ -25,23 +26,15 @@ try:
 except ImportError as error:
     raise DependencyNotInstalled.for_extra("stable_baselines3", "baselines") from error
 
-__all__ = ["PHASE_CODES", "LogFeedback", "feedback_callbacks"]
-
-PHASE_CODES = {"none": 0, "guide": 1, "fade": 2, "review": 3, "both": 4}
-"""How ``feedback/phase`` encodes the phase as a number in TensorBoard."""
+__all__ = ["LogFeedback", "feedback_callbacks"]
 
 
 class LogFeedback(BaseCallback):
     """At every rollout end, logs the round's feedback (``feedback/``) and machine (``system/``).
 
-    ``feedback/phase``, ``guide_weight``, ``review_weight``, ``switch_step``,
-    ``config_version``, ``guide_every``, ``review_window``, ``hints_per_episode``,
-    ``reviews_per_round``, ``episodes_per_round``, ``misses``,
-    ``hint_latency_p50_ms`` / ``_p99_ms``, ``review_latency_p99_ms``,
-    ``mean_return`` and ``alert`` (whether the controller's reward-drop alert
-    fired at this round's start); under ``system/`` the round's CPU share,
-    load, memory, sample rate and, on a GPU, its memory and utilisation (see
-    :class:`~.system.SystemMonitor`).
+    The ``feedback/`` tags are :func:`~.metrics.feedback_metrics`'; under
+    ``system/`` the round's CPU share, load, memory, sample rate and, on a
+    GPU, its memory and utilisation (see :class:`~.system.SystemMonitor`).
 
     Args:
         controller: The run's controller (the state and config in force).
@@ -75,37 +68,10 @@ class LogFeedback(BaseCallback):
 
     def round_metrics(self) -> dict[str, float]:
         """The round's feedback metrics (what is logged under ``feedback/``)."""
-        controller, state = self.controller, self.controller.state
-        stats = call_envs(self.training_env, "feedback_stats")
-        guide = [s["guide"] for s in stats if s.get("guide")]
-        review = [s["review"] for s in stats if s.get("review")]
-        episodes = sum(r["episodes_ended"] for r in review)
-        hint_latency = [x for g in guide for x in g["latencies_ms"]]
-        review_latency = [x for r in review for x in r["latencies_ms"]]
-        metrics = {
-            "phase": float(PHASE_CODES.get(state.phase, -1)),
-            "guide_weight": float(state.guide_weight),
-            "review_weight": float(state.review_weight),
-            "config_version": float(state.config_version),
-            "guide_every": float(controller.config.guide.every),
-            "review_window": float(controller.config.review.window),
-            "hints_per_episode": sum(g["hints_given"] for g in guide) / max(1, episodes),
-            "reviews_per_round": float(sum(r["reviews_given"] for r in review)),
-            "episodes_per_round": float(episodes),
-            "misses": float(sum(g["misses"] for g in guide) + sum(r["misses"] for r in review)),
-            "alert": float(controller.alert_fired),
-        }
-        if state.switch_at is not None:
-            metrics["switch_step"] = float(state.switch_at) * controller.schedule.total
-        if hint_latency:
-            metrics["hint_latency_p50_ms"] = float(np.percentile(hint_latency, 50))
-            metrics["hint_latency_p99_ms"] = float(np.percentile(hint_latency, 99))
-        if review_latency:
-            metrics["review_latency_p99_ms"] = float(np.percentile(review_latency, 99))
         buffer = self.model.ep_info_buffer
-        if buffer:
-            metrics["mean_return"] = float(np.mean([info["r"] for info in buffer]))
-        return metrics
+        mean_return = float(np.mean([info["r"] for info in buffer])) if buffer else None
+        stats = call_envs(self.training_env, "feedback_stats")
+        return feedback_metrics(self.controller, stats, mean_return)
 
 
 def feedback_callbacks(

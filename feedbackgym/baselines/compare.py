@@ -63,6 +63,8 @@ class ComparisonConfig:
             each run's ``best.zip`` is always kept).
         anneal_lr: Decay PPO's learning rate linearly to 0 over each run.
         time_limit_terminal: Let PPO treat time-limit cut-offs as ends (no bootstrap).
+        trainer: ``"sb3"`` or ``"torch"`` (see :class:`~feedbackgym.baselines.run.RunConfig`).
+        device: ``"auto"`` (CUDA when present), ``"cuda"`` or ``"cpu"``.
     """
 
     env_id: str
@@ -84,6 +86,8 @@ class ComparisonConfig:
     keep_checkpoints: int = 5
     anneal_lr: bool = False
     time_limit_terminal: bool = False
+    trainer: str = "sb3"
+    device: str = "auto"
 
     def __post_init__(self) -> None:
         unknown = [a for a in self.arms if a not in ARMS]
@@ -124,7 +128,7 @@ class ComparisonConfig:
         Raises:
             ConfigError: A bad feedback setting or config file.
         """
-        from feedbackgym.baselines.runner import RunConfig
+        from feedbackgym.baselines.run import RunConfig
 
         eval_every = self.eval_every or max(1, self.rounds // 15)
         return [
@@ -147,6 +151,8 @@ class ComparisonConfig:
                 keep_checkpoints=self.keep_checkpoints,
                 anneal_lr=self.anneal_lr,
                 time_limit_terminal=self.time_limit_terminal,
+                trainer=self.trainer,
+                device=self.device,
             )
             for arm in self.arms
             for seed in range(self.seeds)
@@ -173,7 +179,7 @@ at 0% while guide-then-review is at about 40% (see the README's Results)."""
 
 
 def _run_one(config: Any, resume: bool, queue: Any) -> dict[str, Any]:
-    from feedbackgym.baselines.runner import train_run
+    from feedbackgym.baselines.train import train_run
 
     def progress(steps: int) -> None:
         queue.put((config.out_dir, steps))

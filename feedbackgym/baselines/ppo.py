@@ -1,12 +1,22 @@
-"""A CleanRL-style PPO in plain torch that consumes the feedback stack: proof that any trainer can.
+"""A CleanRL-style PPO in plain torch that consumes the feedback stack at the speed of the envs.
 
-It trains over Gymnasium vector envs (sync or async workers), reads the Dict
-observation (every key flattened) and, optionally, the text observation through
-a byte-level embedding, and runs on CUDA when a GPU is present, else on the
-CPU. Each iteration is a round: its :class:`~feedbackgym.control.FeedbackController`
-takes the last round's trend (``loss``, ``mean_return``, ``success``) and pushes
-the round's feedback state to every env through the vector env's ``call``,
-exactly as the SB3 callbacks do.
+It trains over a Gymnasium vector env (in-process, or subprocess workers) of
+the arm's stack, each env seen through :class:`~.flat.TrainerView`: one flat
+``float32`` observation (the text, if used, as byte codes read by an
+embedding) and an info of two keys, so neither the vector env nor the learner
+handles per-key dicts. Actor and critic are separate MLPs (as SB3's
+``MultiInputPolicy`` with ``net_arch=[h, h]``). Review credit is added to the
+rewards of the round's steps before the advantages are computed, as the SB3
+path does. Each iteration is a round: the run's
+:class:`~feedbackgym.control.FeedbackController` takes the last round's trend
+(``loss``, ``mean_return``, ``success``) and pushes the round's feedback state
+to every env. It runs on CUDA when asked (``device="auto"`` and a GPU), else
+on the CPU with one torch thread.
+
+:func:`train` is the loop alone (what an experiment script calls);
+:mod:`feedbackgym.baselines.torch_run` adds the run directory (TensorBoard,
+validation, checkpoints, resume, recording) that ``feedbackgym train`` and
+``feedbackgym compare --trainer torch`` use.
 
 Usage::
 
@@ -25,6 +35,8 @@ import gymnasium as gym
 import numpy as np
 
 from feedbackgym.baselines.arms import ArmFeedback, rounds_for
+from feedbackgym.baselines.device import resolve_device
+from feedbackgym.baselines.flat import TEXT_VOCAB, Credit, TrainerView
 from feedbackgym.baselines.system import SystemMonitor
 from feedbackgym.config import FeedbackConfig
 from feedbackgym.errors import DependencyNotInstalled
@@ -38,9 +50,7 @@ try:
 except ImportError as error:
     raise DependencyNotInstalled.for_extra("torch", "baselines") from error
 
-__all__ = ["Agent", "PPOConfig", "train"]
-
-TEXT_VOCAB = 128
+__all__ = ["Agent", "PPOConfig", "Rollout", "Learner", "make_vector_env", "resolve_device", "train"]
 
 
 @dataclass
@@ -54,10 +64,12 @@ class PPOConfig(ArmFeedback):
         total_timesteps: Env steps to train for.
         num_envs: Parallel envs.
         num_steps: Steps per env per round.
-        async_envs: Subprocess workers (``AsyncVectorEnv``) instead of in-process ones.
+        async_envs: Subprocess workers (``AsyncVectorEnv``) instead of in-process ones
+            (for slow envs: web, code).
         use_text: Also read the text observation (needs ``obs_mode="both"`` in ``env_kwargs``).
         text_length: Characters of text the embedding reads.
         learning_rate: Adam's step size.
+        anneal_lr: Decay the learning rate linearly to 0 over the run.
         gae_lambda: GAE's λ.
         num_minibatches: Minibatches per epoch.
         update_epochs: Epochs per round.
@@ -65,7 +77,10 @@ class PPOConfig(ArmFeedback):
         ent_coef: Entropy bonus.
         vf_coef: Value-loss weight.
         max_grad_norm: Gradient clip.
-        hidden: Hidden layer width.
+        hidden: Hidden layer width (two layers, actor and critic each).
+        review_credit: Add review credit to the rewards of the round's steps.
+        time_limit_terminal: Treat an episode cut off by its time limit as ended
+            rather than bootstrapping its value from its final observation.
         bc_episodes: Expert episodes for a behaviour-cloning warm-up (0: none).
         device: ``"auto"`` (CUDA when available), ``"cuda"`` or ``"cpu"``.
         feedback: The feedback config the arm's preset goes on; its
@@ -86,14 +101,17 @@ class PPOConfig(ArmFeedback):
     use_text: bool = False
     text_length: int = 512
     learning_rate: float = 3e-4
+    anneal_lr: bool = False
     gae_lambda: float = 0.95
     num_minibatches: int = 4
-    update_epochs: int = 4
+    update_epochs: int = 10
     clip_coef: float = 0.2
     ent_coef: float = 0.01
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
     hidden: int = 128
+    review_credit: bool = True
+    time_limit_terminal: bool = False
     bc_episodes: int = 0
     device: str = "auto"
     feedback: FeedbackConfig = field(default_factory=FeedbackConfig)
@@ -107,150 +125,326 @@ class PPOConfig(ArmFeedback):
         return rounds_for(self.total_timesteps, self.num_envs, self.num_steps)
 
 
-def _vector_keys(space: gym.spaces.Dict) -> list[tuple[str, int]]:
-    keys = []
-    for key, sub in space.spaces.items():
-        if isinstance(sub, gym.spaces.Text):
-            continue
-        size = sub.n if isinstance(sub, gym.spaces.Discrete) else int(np.prod(sub.shape or ()))
-        keys.append((key, int(size)))
-    return keys
+def _mlp(width: int, hidden: int, out: int, gain: float) -> nn.Sequential:
+    layers = [nn.Linear(width, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh()]
+    head = nn.Linear(hidden, out)
+    for layer in (*layers[::2], head):
+        assert isinstance(layer, nn.Linear)
+        nn.init.orthogonal_(layer.weight, np.sqrt(2) if layer is not head else gain)
+        nn.init.zeros_(layer.bias)
+    return nn.Sequential(*layers, head)
 
 
 class Agent(nn.Module):
-    """Actor-critic over a Dict observation (plus optional text)."""
+    """Actor and critic MLPs over a flat observation (its last ``text_length`` columns: text).
 
-    def __init__(self, space: gym.spaces.Dict, n_actions: int, config: PPOConfig) -> None:
+    Args:
+        obs_size: Width of the flat observation.
+        n_actions: Number of discrete actions.
+        hidden: Hidden layer width.
+        text_length: Trailing columns that hold the text's byte codes (0: none).
+    """
+
+    def __init__(self, obs_size: int, n_actions: int, hidden: int, text_length: int = 0) -> None:
         super().__init__()
-        self.keys = _vector_keys(space)
-        self.discrete = {k for k, s in space.spaces.items() if isinstance(s, gym.spaces.Discrete)}
-        self.use_text = config.use_text
-        self.text_length = config.text_length
-        width = sum(size for _, size in self.keys)
-        if self.use_text:
+        self.text_length = text_length
+        self.shape = {
+            "obs_size": obs_size,
+            "n_actions": n_actions,
+            "hidden": hidden,
+            "text_length": text_length,
+        }
+        """The arguments that rebuild this agent (kept in checkpoints)."""
+        width = obs_size - text_length
+        if text_length:
             self.embedding = nn.Embedding(TEXT_VOCAB, 32)
             width += 32
-        self.trunk = nn.Sequential(
-            nn.Linear(width, config.hidden),
-            nn.Tanh(),
-            nn.Linear(config.hidden, config.hidden),
-            nn.Tanh(),
-        )
-        self.actor = nn.Linear(config.hidden, n_actions)
-        self.critic = nn.Linear(config.hidden, 1)
+        self.actor = _mlp(width, hidden, n_actions, gain=0.01)
+        self.critic = _mlp(width, hidden, 1, gain=1.0)
 
-    def features(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Flattens every key (one-hot for ``Discrete``) and embeds the text."""
-        parts = []
-        for key, size in self.keys:
-            value = obs[key]
-            if key in self.discrete:
-                parts.append(nn.functional.one_hot(value.long().reshape(-1), size).float())
-            else:
-                parts.append(value.reshape(value.shape[0], -1).float())
-        if self.use_text:
-            tokens = obs["text_tokens"]
-            mask = (tokens > 0).float().unsqueeze(-1)
-            pooled = (self.embedding(tokens) * mask).sum(1) / mask.sum(1).clamp(min=1.0)
-            parts.append(pooled)
-        return self.trunk(torch.cat(parts, dim=1))
+    def features(self, obs: torch.Tensor) -> torch.Tensor:
+        """The numeric part, and the text's mean byte embedding when there is text."""
+        if not self.text_length:
+            return obs
+        numeric, codes = obs[:, : -self.text_length], obs[:, -self.text_length :].long()
+        mask = (codes > 0).float().unsqueeze(-1)
+        pooled = (self.embedding(codes) * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+        return torch.cat([numeric, pooled], dim=1)
 
-    def value(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
         """The critic's value."""
         return self.critic(self.features(obs)).squeeze(-1)
 
     def act(
-        self, obs: dict[str, torch.Tensor], action: torch.Tensor | None = None
+        self, obs: torch.Tensor, action: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Samples (or scores) an action: action, log-prob, entropy, value."""
-        hidden = self.features(obs)
-        distribution = Categorical(logits=self.actor(hidden))
+        features = self.features(obs)
+        distribution = Categorical(logits=self.actor(features))
         if action is None:
             action = distribution.sample()
         return (
             action,
             distribution.log_prob(action),
             distribution.entropy(),
-            self.critic(hidden).squeeze(-1),
+            self.critic(features).squeeze(-1),
         )
 
 
-def tokenize(texts: Any, length: int) -> np.ndarray:
-    """Bytes of each text (7-bit, 0 is padding), cut or padded to ``length``."""
-    out = np.zeros((len(texts), length), np.int64)
-    for row, text in enumerate(texts):
-        codes = np.frombuffer(str(text).encode("ascii", "replace")[-length:], np.uint8)
-        out[row, : len(codes)] = np.maximum(codes % TEXT_VOCAB, 1)
-    return out
+def make_vector_env(config: PPOConfig, feedback: FeedbackConfig, *, record: Any = None) -> Any:
+    """The stack ``feedback`` describes, seen through :class:`~.flat.TrainerView`, in a vector env.
 
-
-def to_tensors(obs: dict[str, Any], agent: Agent, device: torch.device) -> dict[str, torch.Tensor]:
-    """A batch of Dict observations as tensors (text as tokens when the agent reads it)."""
-    tensors = {k: torch.as_tensor(np.asarray(obs[k]), device=device) for k, _ in agent.keys}
-    if agent.use_text:
-        tensors["text_tokens"] = torch.as_tensor(
-            tokenize(obs["text"], agent.text_length), device=device
-        )
-    return tensors
-
-
-def _device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
-
-
-def make_vector_env(config: PPOConfig, feedback: FeedbackConfig) -> Any:
-    """The stack ``feedback`` describes in a sync or async vector env with same-step autoreset."""
+    Same-step autoreset; in-process envs, or subprocess workers with ``async_envs``.
+    ``record`` is a store, or its path for subprocess workers (each writes its own shard).
+    """
+    text_length = config.text_length if config.use_text else 0
 
     def build() -> gym.Env[Any, Any]:
-        return make(config.env_id, feedback, **config.env_kwargs)
+        stack = make(config.env_id, feedback, record=record, **config.env_kwargs)
+        return TrainerView(stack, text_length)
 
     vector_cls = gym.vector.AsyncVectorEnv if config.async_envs else gym.vector.SyncVectorEnv
     return vector_cls([build] * config.num_envs, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
 
 
+class Rollout:
+    """One round's experience, in tensors preallocated once, and where each episode's steps are.
+
+    Args:
+        num_steps: Steps per env per round.
+        num_envs: Envs.
+        obs_size: Width of the flat observation.
+        device: Where the tensors live.
+    """
+
+    def __init__(self, num_steps: int, num_envs: int, obs_size: int, device: torch.device):
+        shape = (num_steps, num_envs)
+        self.obs = torch.zeros((*shape, obs_size), device=device)
+        self.actions = torch.zeros(shape, dtype=torch.long, device=device)
+        self.logprobs = torch.zeros(shape, device=device)
+        self.rewards = torch.zeros(shape, device=device)
+        self.dones = torch.zeros(shape, device=device)
+        self.values = torch.zeros(shape, device=device)
+        self.episode = np.zeros(shape, np.int64)
+        """Each step's episode number in its env (:class:`~.flat.Credit`'s ``episode``)."""
+        self.episode_step = np.zeros(shape, np.int64)
+        self.credit_applied = 0
+        self.credit_dropped = 0
+
+    def add_credit(self, env: int, credit: Credit) -> None:
+        """Adds a review's credit to the rewards of its episode's steps in this round."""
+        steps = np.flatnonzero(self.episode[:, env] == credit.episode)
+        for k, value in enumerate(credit.values):
+            if not value:
+                continue
+            index = credit.start + k - (self.episode_step[steps[0], env] if len(steps) else 0)
+            if len(steps) and 0 <= index < len(steps):
+                self.rewards[steps[index], env] += value
+                self.credit_applied += 1
+            else:  # a step of an earlier round: trained on already
+                self.credit_dropped += 1
+
+
+class Learner:
+    """Collects rounds from a vector env and updates the agent: the PPO loop, a round at a time.
+
+    Args:
+        config: The run's settings.
+        envs: A vector env of :class:`~.flat.TrainerView` envs (:func:`make_vector_env`).
+        gamma: The discount (the shaping's).
+        device: Where the agent and the tensors live.
+    """
+
+    def __init__(self, config: PPOConfig, envs: Any, gamma: float, device: torch.device) -> None:
+        self.config = config
+        self.envs = envs
+        self.gamma = gamma
+        self.device = device
+        obs_size = int(np.prod(envs.single_observation_space.shape))
+        text_length = config.text_length if config.use_text else 0
+        n_actions = int(envs.single_action_space.n)
+        self.agent = Agent(obs_size, n_actions, config.hidden, text_length).to(device)
+        self.optimizer = torch.optim.Adam(
+            self.agent.parameters(), lr=config.learning_rate, eps=1e-5
+        )
+        self.buffer = Rollout(config.num_steps, config.num_envs, obs_size, device)
+        self.next_obs: torch.Tensor | None = None
+        self._returns = np.zeros(config.num_envs)
+        self._episode = np.zeros(config.num_envs, np.int64)
+        self._episode_step = np.zeros(config.num_envs, np.int64)
+        self.episode_returns: list[float] = []
+        """Env returns (without shaping) of the last 100 finished episodes."""
+        self.episode_successes: list[bool] = []
+
+    def reset(self, seed: int) -> None:
+        """Resets every env (env ``i`` with ``seed + i``)."""
+        obs, _ = self.envs.reset(seed=seed)
+        self.next_obs = torch.as_tensor(obs, device=self.device)
+        self._episode[:] = 0
+        self._episode_step[:] = 0
+        self._returns[:] = 0.0
+
+    def collect(self) -> dict[str, float]:
+        """Plays one round; returns its episodes' mean env return and success (when any ended)."""
+        assert self.next_obs is not None, "reset() first"
+        buffer, envs, agent = self.buffer, self.envs, self.agent
+        finished: list[float] = []
+        successes: list[bool] = []
+        for t in range(self.config.num_steps):
+            buffer.obs[t] = self.next_obs
+            buffer.episode[t] = self._episode
+            buffer.episode_step[t] = self._episode_step
+            with torch.inference_mode():
+                action, logprob, _, value = agent.act(self.next_obs)
+            obs, reward, terminated, truncated, info = envs.step(action.cpu().numpy())
+            done = terminated | truncated
+            buffer.actions[t] = action
+            buffer.logprobs[t] = logprob
+            buffer.values[t] = value
+            buffer.rewards[t] = torch.as_tensor(reward, dtype=torch.float32, device=self.device)
+            buffer.dones[t] = torch.as_tensor(done, dtype=torch.float32, device=self.device)
+            if truncated.any() and not self.config.time_limit_terminal:
+                # a cut-off episode's value, from its final observation
+                final = np.stack([info["final_obs"][i] for i in np.flatnonzero(truncated)])
+                with torch.inference_mode():
+                    bootstrap = agent.value(torch.as_tensor(final, device=self.device))
+                index = torch.as_tensor(np.flatnonzero(truncated), device=self.device)
+                buffer.rewards[t, index] += self.gamma * bootstrap
+            env_reward = np.asarray(info[ENV_REWARD], np.float64)
+            if done.any():  # a finished episode's last info is its final_info (same-step reset)
+                final = info["final_info"]
+                env_reward = np.where(done, final.get(ENV_REWARD, 0.0), env_reward)
+            self._returns += env_reward
+            self._episode_step += 1
+            if done.any():
+                finished += self._returns[done].tolist()
+                successes += np.asarray(final[IS_SUCCESS], bool)[done].tolist()
+                self._returns[done] = 0.0
+                self._episode[done] += 1
+                self._episode_step[done] = 0
+            self.next_obs = torch.as_tensor(obs, device=self.device)
+        if self.config.review_credit:
+            for env, credits in enumerate(envs.call("take_credits")):
+                for credit in credits:
+                    buffer.add_credit(env, credit)
+        self.episode_returns = (self.episode_returns + finished)[-100:]
+        self.episode_successes = (self.episode_successes + successes)[-100:]
+        trend = {"episodes": float(len(finished))}
+        if finished:
+            trend.update(mean_return=float(np.mean(finished)), success=float(np.mean(successes)))
+        return trend
+
+    def advantages(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """GAE advantages and returns of the round in the buffer."""
+        buffer, gamma, lam = self.buffer, self.gamma, self.config.gae_lambda
+        assert self.next_obs is not None
+        with torch.no_grad():
+            next_value = self.agent.value(self.next_obs)
+        advantages = torch.zeros_like(buffer.rewards)
+        last = torch.zeros_like(next_value)
+        for t in reversed(range(self.config.num_steps)):
+            following = next_value if t == self.config.num_steps - 1 else buffer.values[t + 1]
+            not_done = 1.0 - buffer.dones[t]
+            delta = buffer.rewards[t] + gamma * following * not_done - buffer.values[t]
+            last = delta + gamma * lam * not_done * last
+            advantages[t] = last
+        return advantages, advantages + buffer.values
+
+    def update(self, learning_rate: float | None = None) -> dict[str, float]:
+        """PPO's clipped update on the round in the buffer; returns the mean losses."""
+        config, buffer = self.config, self.buffer
+        if learning_rate is not None:
+            self.optimizer.param_groups[0]["lr"] = learning_rate
+        advantages, returns = (x.reshape(-1) for x in self.advantages())
+        obs = buffer.obs.reshape(-1, buffer.obs.shape[-1])
+        actions, logprobs = buffer.actions.reshape(-1), buffer.logprobs.reshape(-1)
+        size = len(actions)
+        minibatch = max(2, size // config.num_minibatches)
+        totals = torch.zeros(4, device=self.device)
+        count = 0
+        for _ in range(config.update_epochs):
+            order = torch.randperm(size, device=self.device)
+            for start in range(0, size, minibatch):
+                index = order[start : start + minibatch]
+                _, logprob, entropy, value = self.agent.act(obs[index], actions[index])
+                ratio = (logprob - logprobs[index]).exp()
+                adv = advantages[index]
+                adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+                clipped = ratio.clamp(1 - config.clip_coef, 1 + config.clip_coef)
+                policy_loss = torch.max(-adv * ratio, -adv * clipped).mean()
+                value_loss = 0.5 * (value - returns[index]).pow(2).mean()
+                entropy_mean = entropy.mean()
+                loss = policy_loss - config.ent_coef * entropy_mean + config.vf_coef * value_loss
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                nn.utils.clip_grad_norm_(self.agent.parameters(), config.max_grad_norm)
+                self.optimizer.step()
+                totals += torch.stack([loss, policy_loss, value_loss, entropy_mean]).detach()
+                count += 1
+        means = (totals / max(1, count)).tolist()
+        return dict(zip(("loss", "policy_loss", "value_loss", "entropy"), means, strict=True))
+
+    def state_dict(self) -> dict[str, Any]:
+        """The agent (with what rebuilds it) and the optimizer: a checkpoint."""
+        return {
+            "agent": self.agent.state_dict(),
+            "shape": self.agent.shape,
+            "optimizer": self.optimizer.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restores :meth:`state_dict` output."""
+        self.agent.load_state_dict(state["agent"])
+        self.optimizer.load_state_dict(state["optimizer"])
+
+
+def learning_rate_at(config: PPOConfig, round_: int) -> float:
+    """The learning rate of round ``round_`` (linear decay to 0 with ``anneal_lr``)."""
+    if not config.anneal_lr:
+        return config.learning_rate
+    return config.learning_rate * (1.0 - round_ / config.rounds)
+
+
 def train(
-    config: PPOConfig, *, on_round: Callable[[int, dict[str, float]], None] | None = None
+    config: PPOConfig,
+    *,
+    on_round: Callable[[int, dict[str, float]], None] | None = None,
+    record: Any = None,
 ) -> tuple[Agent, list[dict[str, float]]]:
     """Trains PPO on the arm's stack; returns the agent and one metrics dict per round.
 
-    A round's metrics: the losses, mean return, episodes, guide and review
-    weights, and the system metrics of :class:`~.system.SystemMonitor` (CPU,
-    memory, ``steps_per_s``; GPU memory and utilisation on CUDA).
+    With ``record`` (a :class:`~feedbackgym.datasets.TrajectoryStore` or its path)
+    every training episode is recorded there.
+
+    A round's metrics: the losses, mean return and success of the episodes that
+    ended in it, their count, the guide and review weights, and the system
+    metrics of :class:`~.system.SystemMonitor` (CPU, memory, ``steps_per_s``;
+    GPU memory and utilisation on CUDA).
     """
     torch.manual_seed(config.seed)
     np.random.seed(config.seed)
-    device = _device(config.device)
+    device = resolve_device(config.device)
     controller = config.controller()
-    gamma = controller.config.shaping.gamma
-    envs = make_vector_env(config, controller.config)
-    assert isinstance(envs.single_observation_space, gym.spaces.Dict)
-    agent = Agent(envs.single_observation_space, int(envs.single_action_space.n), config).to(device)
-    optimizer = torch.optim.Adam(agent.parameters(), lr=config.learning_rate, eps=1e-5)
+    envs = make_vector_env(config, controller.config, record=record)
+    learner = Learner(config, envs, controller.config.shaping.gamma, device)
     if config.bc_episodes:
-        _clone_expert(agent, config, controller.config, device)
+        clone_into(learner.agent, config, controller.config, device)
     history: list[dict[str, float]] = []
     system = SystemMonitor()
     trend: dict[str, float] = {}
     try:
         controller.attach(envs)
-        obs, _ = envs.reset(seed=config.seed)
-        returns = np.zeros(config.num_envs)
+        learner.reset(config.seed)
         for round_ in range(config.rounds):
             state = controller.update(round_, **trend)
-            batch, finished, successes, obs = _rollout(
-                agent, envs, obs, config, gamma, device, returns
-            )
-            losses = _update(agent, optimizer, batch, config)
-            mean_return = float(np.mean(finished)) if finished else float("nan")
+            collected = learner.collect()
+            losses = learner.update(learning_rate_at(config, round_))
             trend = {"loss": losses["loss"]}
-            if finished:
-                trend.update(mean_return=mean_return, success=float(np.mean(successes)))
+            trend.update({k: v for k, v in collected.items() if k != "episodes"})
             metrics = {
                 **losses,
-                "mean_return": mean_return,
-                "episodes": float(len(finished)),
+                "mean_return": collected.get("mean_return", float("nan")),
+                "episodes": collected["episodes"],
                 "guide_weight": state.guide_weight,
                 "review_weight": state.review_weight,
                 **system.sample(steps=(round_ + 1) * config.num_envs * config.num_steps),
@@ -260,150 +454,26 @@ def train(
                 on_round(round_, metrics)
     finally:
         envs.close()
-    return agent, history
+    return learner.agent, history
 
 
-def _rollout(
-    agent: Agent,
-    envs: Any,
-    obs: dict[str, Any],
-    config: PPOConfig,
-    gamma: float,
-    device: torch.device,
-    returns: np.ndarray,
-) -> tuple[dict[str, Any], list[float], list[bool], dict[str, Any]]:
-    """One round's steps: the batch, the finished episodes' returns and successes, the last obs."""
-    steps: list[dict[str, torch.Tensor]] = []
-    actions, logprobs, rewards, dones, values = [], [], [], [], []
-    finished: list[float] = []
-    successes: list[bool] = []
-    for _ in range(config.num_steps):
-        tensors = to_tensors(obs, agent, device)
-        with torch.no_grad():
-            action, logprob, _, value = agent.act(tensors)
-        obs, reward, terminated, truncated, info = envs.step(action.cpu().numpy())
-        done = np.logical_or(terminated, truncated)
-        env_reward = np.asarray(info.get(ENV_REWARD, reward), np.float64)
-        returns += env_reward
-        finished += [float(r) for r in returns[done]]
-        successes += [bool(x) for x in np.asarray(info.get(IS_SUCCESS, np.zeros(len(done))))[done]]
-        returns[done] = 0.0
-        steps.append(tensors)
-        actions.append(action)
-        logprobs.append(logprob)
-        rewards.append(torch.as_tensor(reward, dtype=torch.float32, device=device))
-        dones.append(torch.as_tensor(done, dtype=torch.float32, device=device))
-        values.append(value)
-        if truncated.any():  # the value of a truncated episode's final observation, in its reward
-            final = to_tensors(_stack_final(info, truncated, obs), agent, device)
-            with torch.no_grad():
-                bootstrap = agent.value(final)
-            rewards[-1] = rewards[-1] + gamma * bootstrap * torch.as_tensor(
-                truncated, device=device
-            )
-    with torch.no_grad():
-        next_value = agent.value(to_tensors(obs, agent, device))
-    advantages = _gae(
-        torch.stack(rewards),
-        torch.stack(values),
-        torch.stack(dones),
-        next_value,
-        gamma,
-        config.gae_lambda,
-    )
-    batch = {
-        "obs": {k: torch.cat([s[k] for s in steps]) for k in steps[0]},
-        "actions": torch.cat(actions),
-        "logprobs": torch.cat(logprobs),
-        "advantages": advantages.reshape(-1),
-        "returns": (advantages + torch.stack(values)).reshape(-1),
-    }
-    return batch, finished, successes, obs
-
-
-def _stack_final(
-    info: dict[str, Any], truncated: np.ndarray, obs: dict[str, Any]
-) -> dict[str, Any]:
-    """Observations where truncated envs have their final observation instead of the reset one."""
-    finals = info["final_obs"]
-    stacked: dict[str, Any] = {}
-    for key in obs:
-        rows = [finals[i][key] if truncated[i] else obs[key][i] for i in range(len(truncated))]
-        stacked[key] = rows if key == "text" else np.stack(rows)
-    return stacked
-
-
-def _gae(
-    rewards: torch.Tensor,
-    values: torch.Tensor,
-    dones: torch.Tensor,
-    next_value: torch.Tensor,
-    gamma: float,
-    gae_lambda: float,
-) -> torch.Tensor:
-    advantages = torch.zeros_like(rewards)
-    last = torch.zeros_like(next_value)
-    for t in reversed(range(len(rewards))):
-        following = next_value if t == len(rewards) - 1 else values[t + 1]
-        not_done = 1.0 - dones[t]
-        delta = rewards[t] + gamma * following * not_done - values[t]
-        last = delta + gamma * gae_lambda * not_done * last
-        advantages[t] = last
-    return advantages
-
-
-def _update(
-    agent: Agent, optimizer: torch.optim.Optimizer, batch: dict[str, Any], config: PPOConfig
-) -> dict[str, float]:
-    size = len(batch["actions"])
-    minibatch = max(1, size // config.num_minibatches)
-    stats: dict[str, list[float]] = {"loss": [], "policy_loss": [], "value_loss": [], "entropy": []}
-    for _ in range(config.update_epochs):
-        order = torch.randperm(size)
-        for start in range(0, size, minibatch):
-            index = order[start : start + minibatch]
-            obs = {k: v[index] for k, v in batch["obs"].items()}
-            _, logprob, entropy, value = agent.act(obs, batch["actions"][index])
-            ratio = (logprob - batch["logprobs"][index]).exp()
-            advantages = batch["advantages"][index]
-            if len(index) > 1:  # the std of one sample is undefined
-                advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-            policy_loss = torch.max(
-                -advantages * ratio,
-                -advantages * ratio.clamp(1 - config.clip_coef, 1 + config.clip_coef),
-            ).mean()
-            value_loss = 0.5 * (value - batch["returns"][index]).pow(2).mean()
-            loss = policy_loss - config.ent_coef * entropy.mean() + config.vf_coef * value_loss
-            optimizer.zero_grad()
-            loss.backward()
-            nn.utils.clip_grad_norm_(agent.parameters(), config.max_grad_norm)
-            optimizer.step()
-            for key, value_ in (
-                ("loss", loss),
-                ("policy_loss", policy_loss),
-                ("value_loss", value_loss),
-                ("entropy", entropy.mean()),
-            ):
-                stats[key].append(value_.item())
-    return {key: float(np.mean(values)) for key, values in stats.items()}
-
-
-def _clone_expert(
+def clone_into(
     agent: Agent, config: PPOConfig, feedback: FeedbackConfig, device: torch.device
-) -> None:
+) -> float:
+    """Behaviour-clones ``config.bc_episodes`` expert episodes into ``agent``; returns the loss."""
     from feedbackgym.baselines.bc import collect_expert, fit_log_prob
 
-    env = make(config.env_id, feedback, **config.env_kwargs)
-    observations, actions = collect_expert(env, config.bc_episodes, config.seed)
-    env.close()
-    if agent.use_text:
-        observations["text_tokens"] = tokenize(observations.pop("text"), agent.text_length)
-    observations.pop("text", None)
+    text_length = config.text_length if config.use_text else 0
+    env = TrainerView(make(config.env_id, feedback, **config.env_kwargs), text_length)
+    try:
+        observations, actions = collect_expert(env, config.bc_episodes, config.seed)
+    finally:
+        env.close()
 
-    def log_prob(obs: dict[str, torch.Tensor], act: torch.Tensor) -> torch.Tensor:
+    def log_prob(obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
         return agent.act(obs, act)[1]
 
-    fit_log_prob(
+    return fit_log_prob(
         log_prob, agent.parameters(), observations, actions, device=str(device), seed=config.seed
     )
 
@@ -444,7 +514,7 @@ def main(argv: list[str] | None = None) -> None:
         )
 
     train(config, on_round=report)
-    print(f"device {_device(config.device)}, {time.perf_counter() - start:.1f} s")
+    print(f"device {resolve_device(config.device)}, {time.perf_counter() - start:.1f} s")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@
     config.json          the RunConfig
     tb/                  TensorBoard logs
     curve.csv            step, round, phase, validation success (scheduled and unguided), return
-    checkpoints/round_NNNN.zip   a versioned checkpoint every round
+    checkpoints/round_NNNN.zip   a versioned checkpoint every round (.pt for the torch trainer)
     checkpoints/best.zip         the checkpoint with the best validation success (rollback target)
     state.json           what --resume restores
     trajectories/        recorded episodes (a TrajectoryStore)
@@ -99,8 +99,8 @@ def write_state(run_dir: Path, state: dict[str, Any]) -> None:
     tmp.replace(run_dir / "state.json")
 
 
-def drop_old_checkpoints(checkpoints: Path, keep: int) -> None:
+def drop_old_checkpoints(checkpoints: Path, keep: int, suffix: str) -> None:
     """Deletes all but the ``keep`` newest round checkpoints (0 keeps every one)."""
     if keep:
-        for old in sorted(checkpoints.glob("round_*.zip"))[:-keep]:
+        for old in sorted(checkpoints.glob(f"round_*{suffix}"))[:-keep]:
             old.unlink()

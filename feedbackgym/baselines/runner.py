@@ -11,20 +11,21 @@ training episode, with its hints, reviews, feedback state and the switch time.
 
 from __future__ import annotations
 
-import json
-import shutil
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from feedbackgym.baselines.arms import ArmFeedback, checked_keep_checkpoints, rounds_for
-from feedbackgym.baselines.evaluation import Evaluation, evaluate_policy, validation_seeds
+from feedbackgym.baselines.device import resolve_device
+from feedbackgym.baselines.rounds import RoundBook
+from feedbackgym.baselines.run import (
+    DEFAULT_NET_ARCH,
+    RunConfig,
+    open_store,
+    prepare_run_dir,
+)
 from feedbackgym.baselines.rundir import (
     CURVE_FIELDS,
-    append_curve,
-    drop_curve_rows_after,
-    drop_old_checkpoints,
     read_curve,
     read_state,
     write_state,
@@ -34,7 +35,6 @@ from feedbackgym.errors import DependencyNotInstalled
 from feedbackgym.wrappers.stack import make
 
 try:
-    import torch
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import BaseCallback, CallbackList
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor
@@ -44,100 +44,14 @@ except ImportError as error:
 from feedbackgym.baselines.callbacks import feedback_callbacks
 from feedbackgym.baselines.drive import DriveController
 
-__all__ = ["CURVE_FIELDS", "DEFAULT_NET_ARCH", "RunConfig", "read_curve", "rollback", "train_run"]
-
-DEFAULT_NET_ARCH = (128, 128)
-"""Hidden layers of the policy and value networks that runs train by default."""
-
-
-@dataclass
-class RunConfig(ArmFeedback):
-    """Everything one run needs, stored as ``config.json`` in its directory.
-
-    Attributes:
-        env_id: The env to train on.
-        arm: The comparison arm (see :mod:`feedbackgym.baselines.arms`).
-        seed: The run's seed (training seeds stay below the validation seeds).
-        total_steps: Env steps to train for.
-        out_dir: The run directory.
-        n_envs: Parallel envs.
-        n_steps: Steps per env per round (PPO rollout length).
-        subprocess: Run the envs in subprocess workers (``SubprocVecEnv``).
-        eval_every: Rounds between validations.
-        eval_episodes: Validation seeds per validation.
-        review_credit: Redistribute review credit into PPO's rollout buffer.
-        bc_episodes: Expert episodes for a behaviour-cloning warm-up (0: none).
-        learning_rate: PPO's learning rate.
-        anneal_lr: Decay the learning rate linearly to 0 over the run (PPO's usual
-            schedule for long runs), instead of keeping it constant.
-        time_limit_terminal: Treat an episode cut off by its time limit as ended
-            rather than bootstrapping its value (see :class:`~.vec_env.TimeLimitAsTerminal`).
-        ent_coef: PPO's entropy coefficient.
-        net_arch: Hidden layer sizes of the policy and value networks.
-        feedback: The feedback config the arm's preset goes on (its
-            ``shaping.gamma`` is also PPO's discount, so the two match).
-        feedback_file: A YAML/TOML feedback config file to follow instead of
-            ``feedback``: edits apply to every env at the next round.
-        feedback_overrides: ``{section: {field: value}}`` applied on top of the
-            file at every read (command-line flags override the file).
-        env_kwargs: Keyword arguments for ``gym.make``.
-        record: Record every training episode in ``out_dir/trajectories`` (a
-            :class:`~feedbackgym.datasets.TrajectoryStore`; the episodes of round
-            ``r`` are under ``/{env_id}/{r}``). Needs the ``hdf5`` extra.
-        keep_checkpoints: How many of the newest round checkpoints to keep (0: every
-            one). ``best.zip`` is always kept. A checkpoint is about 2 MB with the
-            default network, so a 2M-step run that kept every round would hold ~4 GB.
-    """
-
-    env_id: str
-    arm: str
-    seed: int
-    total_steps: int
-    out_dir: str
-    n_envs: int = 8
-    n_steps: int = 128
-    subprocess: bool = False
-    eval_every: int = 4
-    eval_episodes: int = 30
-    review_credit: bool = True
-    bc_episodes: int = 0
-    learning_rate: float = 3e-4
-    anneal_lr: bool = False
-    time_limit_terminal: bool = False
-    ent_coef: float = 0.01
-    net_arch: list[int] = field(default_factory=lambda: list(DEFAULT_NET_ARCH))
-    feedback: FeedbackConfig = field(default_factory=FeedbackConfig)
-    feedback_file: str | None = None
-    feedback_overrides: dict[str, Any] = field(default_factory=dict)
-    env_kwargs: dict[str, Any] = field(default_factory=dict)
-    record: bool = False
-    keep_checkpoints: int = 5
-
-    def __post_init__(self) -> None:
-        checked_keep_checkpoints(self.keep_checkpoints)
-        self.arm_config(self.feedback)  # checks the arm and the overrides before the run starts
-
-    @property
-    def rounds(self) -> int:
-        """Training rounds (PPO rollouts)."""
-        return rounds_for(self.total_steps, self.n_envs, self.n_steps)
-
-    def make_env(self, config: FeedbackConfig) -> Any:
-        """One env of the run's stack, built from ``config``."""
-        return make(self.env_id, config, **self.env_kwargs)
-
-    def to_json(self) -> str:
-        """The config as JSON."""
-        data = asdict(self)
-        data["feedback"] = self.feedback.model_dump(mode="json")
-        return json.dumps(data, indent=2, sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> RunConfig:
-        """Reads a config written by :meth:`to_json`."""
-        data = json.loads(text)
-        data["feedback"] = FeedbackConfig.from_mapping(data["feedback"], source="config.json")
-        return cls(**data)
+__all__ = [
+    "CURVE_FIELDS",
+    "DEFAULT_NET_ARCH",
+    "RunConfig",
+    "read_curve",
+    "rollback",
+    "train_sb3_run",
+]
 
 
 @dataclass(frozen=True)
@@ -156,31 +70,17 @@ class LinearDecay:
 
 
 class _RoundCallback(BaseCallback):
-    """Validates every ``eval_every`` rounds, writes the curve, saves versioned checkpoints.
+    """Closes each round through a :class:`~.rounds.RoundBook` once PPO has trained on it.
 
-    A round's work is done once PPO has trained on its rollout (at the next
-    rollout start, or at the end of training): SB3 calls ``_on_rollout_end``
-    before that update, so a checkpoint saved there would lack it, and a run
-    resumed from it would never get it.
+    SB3 calls ``_on_rollout_end`` before that update, so a checkpoint saved
+    there would lack it, and a run resumed from it would never get it: the
+    round is closed at the next rollout start, or at the end of training.
     """
 
-    def __init__(
-        self,
-        config: RunConfig,
-        drive: DriveController,
-        eval_env: Any,
-        progress: Callable[[int], None] | None,
-    ) -> None:
+    def __init__(self, book: RoundBook, drive: DriveController) -> None:
         super().__init__()
-        self.config = config
+        self.book = book
         self.drive = drive
-        self.controller = drive.controller
-        self.report_progress = progress
-        self.run_dir = Path(config.out_dir)
-        self.eval_env = eval_env
-        self.seeds = validation_seeds(self.eval_env, config.eval_episodes)
-        state = read_state(self.run_dir)
-        self.best = state.get("best_success", -1.0)
         self._trained: int | None = None
         """The round whose rollout PPO is training on, until its work is done."""
 
@@ -188,7 +88,7 @@ class _RoundCallback(BaseCallback):
         return True
 
     def _on_rollout_end(self) -> None:
-        self._trained = self.controller.round
+        self._trained = self.drive.controller.round
 
     def _on_rollout_start(self) -> None:
         self._finish_round(reported=True)  # DriveController has reported the round's trend
@@ -201,57 +101,19 @@ class _RoundCallback(BaseCallback):
         finished, self._trained = self._trained, None
         if finished is None:
             return
-        checkpoints = self.run_dir / "checkpoints"
-        checkpoints.mkdir(parents=True, exist_ok=True)
-        self.model.save(checkpoints / f"round_{finished:04d}.zip")
-        drop_old_checkpoints(checkpoints, self.config.keep_checkpoints)
-        last = finished + 1 >= self.config.rounds
-        state = read_state(self.run_dir)
-        if finished % self.config.eval_every == 0 or last:
-            evaluation = self.validate(finished + 1)
-            if evaluation.success > self.best:
-                self.best = evaluation.success
-                shutil.copyfile(checkpoints / f"round_{finished:04d}.zip", checkpoints / "best.zip")
-                state["best_round"] = finished
-            state["best_success"] = self.best
-        state.update(
-            round=finished,
-            timesteps=int(self.model.num_timesteps),
-            controller=self.controller.state_dict(),
-            pending_report=None if reported else self.drive.trend(),
-        )
-        write_state(self.run_dir, state)
-        if self.report_progress is not None:
-            self.report_progress(int(self.model.num_timesteps))
-
-    def validate(self, round_: int) -> Evaluation:
-        """Evaluates the current policy in round ``round_``'s feedback; appends to the curve."""
 
         def policy(obs: Any) -> int:
             action, _ = self.model.predict(obs, deterministic=False)
             return int(action)
 
-        controller = self.controller
-        state = controller.state if controller.round == round_ else controller.state_at(round_)
-        # The policy is sampled (argmax policies loop on repeated inspections), with a fixed
-        # torch seed so that a validation is reproducible.
-        with torch.random.fork_rng():
-            torch.manual_seed(self.config.seed)
-            evaluation = evaluate_policy(self.eval_env, policy, self.seeds, state)
-        row = {
-            "step": int(self.model.num_timesteps),
-            "round": round_,
-            "phase": state.phase,
-            "success": evaluation.success,
-            "success_unguided": evaluation.success_unguided,
-            "mean_return": evaluation.mean_return,
-            "mean_length": evaluation.mean_length,
-        }
-        append_curve(self.run_dir / "curve.csv", row)
-        self.logger.record("feedback/validation_success", evaluation.success)
-        self.logger.record("feedback/validation_success_unguided", evaluation.success_unguided)
-        self.logger.record("feedback/hint_reliance", evaluation.reliance)
-        return evaluation
+        self.book.finish(
+            finished,
+            timesteps=int(self.model.num_timesteps),
+            save=self.model.save,
+            policy=policy,
+            pending_report=None if reported else self.drive.trend(),
+            log=self.logger.record,
+        )
 
 
 def _make_vec_env(config: RunConfig, feedback: FeedbackConfig, store: Any, *, seed: int) -> Any:
@@ -275,48 +137,28 @@ def _make_vec_env(config: RunConfig, feedback: FeedbackConfig, store: Any, *, se
     return monitor
 
 
-def _open_store(config: RunConfig) -> Any:
-    """Where the run records: ``None``, the store's path (subprocess envs), or the store."""
-    if not config.record:
-        return None
-    path = Path(config.out_dir) / "trajectories"
-    if config.subprocess:
-        return str(path)
-    from feedbackgym.datasets import TrajectoryStore
-
-    return TrajectoryStore(path)
-
-
-def train_run(
+def train_sb3_run(
     config: RunConfig,
     *,
     resume: bool = False,
     progress: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
-    """Trains one arm with one seed; returns the run's final state.
+    """Trains one arm with one seed with SB3's PPO; returns the run's final state.
 
     Args:
         config: The run's settings; its ``out_dir`` receives every output.
         resume: Continue from the last checkpoint in ``out_dir`` when there is one.
         progress: Called with the timestep count after each round.
     """
-    torch.set_num_threads(1)
-    run_dir = Path(config.out_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    state = read_state(run_dir) if resume else {}
+    device = str(resolve_device(config.device))
+    state = prepare_run_dir(config, resume=resume)
+    if state.get("finished"):
+        return state["state"]
     first_round = state.get("round", -1) + 1
-    if resume and first_round >= config.rounds:
-        return state  # finished: its config, state and checkpoints stay as they were
-    if not resume:
-        for stale in ("curve.csv", "state.json"):
-            (run_dir / stale).unlink(missing_ok=True)
-        shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
-    else:
-        drop_curve_rows_after(run_dir / "curve.csv", max(first_round, 0))
-    (run_dir / "config.json").write_text(config.to_json())
+    run_dir = Path(config.out_dir)
     controller = config.controller()
     feedback = controller.config  # the stack as it starts; edits reach it through the controller
-    store = _open_store(config)
+    store = open_store(config)
     venv = eval_env = None
     try:
         venv = _make_vec_env(
@@ -324,7 +166,9 @@ def train_run(
         )
         if first_round > 0:
             model = PPO.load(
-                run_dir / "checkpoints" / f"round_{first_round - 1:04d}.zip", env=venv, device="cpu"
+                run_dir / "checkpoints" / f"round_{first_round - 1:04d}.zip",
+                env=venv,
+                device=device,
             )
             model.set_random_seed(config.seed + first_round)  # not the first round's draws again
         else:
@@ -341,7 +185,7 @@ def train_run(
                 policy_kwargs={"net_arch": list(config.net_arch)},
                 tensorboard_log=str(run_dir / "tb"),
                 seed=config.seed,
-                device="cpu",
+                device=device,
             )
             if config.bc_episodes:
                 from feedbackgym.baselines.bc import clone_expert
@@ -363,7 +207,8 @@ def train_run(
         )
         drive = callbacks.callbacks[0]
         assert isinstance(drive, DriveController)
-        rounds = _RoundCallback(config, drive, eval_env, progress)
+        book = RoundBook(config, controller, eval_env, suffix=".zip", progress=progress)
+        rounds = _RoundCallback(book, drive)
         remaining = (config.rounds - max(first_round, 0)) * config.n_envs * config.n_steps
         if remaining > 0:
             model.learn(

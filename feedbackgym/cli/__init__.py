@@ -6,14 +6,15 @@ Usage::
     feedbackgym play ID [--policy random|expert] [--episodes N] [--seed S] [--kwarg KEY=VALUE ...]
     feedbackgym demo [--episodes N]
     feedbackgym compare --env ID --arms A,B --seeds N --steps N [--jobs J] [--out DIR] [--quick]
+    feedbackgym train --env ID --steps N [--arm ARM] [--trainer sb3|torch] [--out DIR]
     feedbackgym serve-feedback [--address tcp://127.0.0.1:5557]
     feedbackgym sandbox build [--force]
     feedbackgym datasets make|inspect|prune ...
 
 One module per command group adds its commands (``play``: ``envs``, ``play``
-and ``demo``; ``compare``; ``serve``: ``serve-feedback``; ``sandbox``;
-``datasets``); ``_helpers`` holds what they share. Each command loads what it
-runs (the baselines, h5py, ZeroMQ) only when it runs.
+and ``demo``; ``compare``; ``train``; ``serve``: ``serve-feedback``;
+``sandbox``; ``datasets``); ``_helpers`` and ``_runs`` hold what they share.
+Each command loads what it runs (the baselines, h5py, ZeroMQ) only when it runs.
 
 Errors (an unknown id, a bad option, a policy the env lacks) print one line to
 stderr and exit with status 2.
@@ -27,7 +28,7 @@ from collections.abc import Sequence
 
 import gymnasium as gym
 
-from feedbackgym.cli import compare, datasets, play, sandbox, serve
+from feedbackgym.cli import compare, datasets, play, sandbox, serve, train
 from feedbackgym.errors import FeedbackGymError
 
 __all__ = ["main"]
@@ -54,6 +55,6 @@ def _parser() -> argparse.ArgumentParser:
         prog="feedbackgym", description="Long-horizon Gymnasium tasks with guide/review feedback."
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for group in (play, compare, serve, sandbox, datasets):
+    for group in (play, compare, train, serve, sandbox, datasets):
         group.add_commands(commands)
     return parser

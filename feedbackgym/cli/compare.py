@@ -15,9 +15,9 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from feedbackgym.cli._helpers import CommandError, fraction, make_env, parse_kwargs, positive_int
+from feedbackgym.cli._helpers import CommandError, make_env, parse_kwargs, positive_int
+from feedbackgym.cli._runs import add_run_arguments, feedback_overrides
 from feedbackgym.schedules import ARMS
-from feedbackgym.wrappers.shaping import TERMINAL_MODES
 
 if TYPE_CHECKING:
     from feedbackgym.baselines.compare import ComparisonConfig
@@ -45,59 +45,7 @@ def _add_arguments(compare: argparse.ArgumentParser) -> None:
         "--jobs", type=positive_int, help="runs in parallel (default 1; 2 with --quick)"
     )
     compare.add_argument("--out", default="runs/compare", help="output directory")
-    compare.add_argument("--bc-episodes", type=int, default=0, help="behaviour-cloning warm-up")
-    compare.add_argument("--kwarg", action="append", default=[], metavar="KEY=VALUE")
-    compare.add_argument(
-        "--config",
-        metavar="FILE",
-        help="feedback config (YAML or TOML) every run follows: edits apply at the next round; "
-        "the flags below override it",
-    )
-    compare.add_argument(
-        "--fixed-switch", action="store_true", help="no adaptive switch (default: return trend)"
-    )
-    compare.add_argument(
-        "--min-success",
-        type=fraction,
-        help="hold the guide while training success is under this (default 0.3; 0: off)",
-    )
-    compare.add_argument(
-        "--record", action="store_true", help="record every training episode (HDF5 store)"
-    )
-    compare.add_argument(
-        "--switch-at", type=fraction, help="where the fade starts, as a fraction (default 0.4)"
-    )
-    compare.add_argument("--fade", type=float, help="fade length in rounds (default: 10%%)")
-    compare.add_argument("--dropout", type=fraction, help="hint dropout (default 0.5)")
-    compare.add_argument(
-        "--dropout-scope", choices=("step", "episode"), help="what dropout withholds"
-    )
-    compare.add_argument(
-        "--shaping-terminal",
-        choices=TERMINAL_MODES,
-        help="potential of a terminal state (default keep; see ShapeWithSubgoals)",
-    )
-    compare.add_argument(
-        "--gamma",
-        type=float,
-        help="discount of the learner and of the shaping term (default 0.99)",
-    )
-    compare.add_argument(
-        "--keep-checkpoints",
-        type=int,
-        help="newest round checkpoints kept per run (default 5; 0: every one)",
-    )
-    compare.add_argument(
-        "--anneal-lr",
-        action="store_true",
-        help="decay PPO's learning rate linearly to 0 over each run (default: constant)",
-    )
-    compare.add_argument(
-        "--time-limit-terminal",
-        action="store_true",
-        help="treat episodes cut off by the time limit as ended, not bootstrapped (default: "
-        "bootstrapped, SB3's way)",
-    )
+    add_run_arguments(compare)
     compare.add_argument("--quick", action="store_true", help="the short comparison (main job)")
     compare.add_argument("--resume", action="store_true", help="continue interrupted runs")
 
@@ -133,35 +81,11 @@ def _comparison_config(args: argparse.Namespace) -> ComparisonConfig:
         record=args.record,
         anneal_lr=args.anneal_lr,
         time_limit_terminal=args.time_limit_terminal,
+        trainer=args.trainer,
+        device=args.device,
         **settings,
         **({} if args.keep_checkpoints is None else {"keep_checkpoints": args.keep_checkpoints}),
     )
-
-
-def feedback_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    """The feedback config sections the flags set (they override a ``--config`` file).
-
-    Example:
-        >>> parser = argparse.ArgumentParser()
-        >>> _add_arguments(parser)
-        >>> feedback_overrides(parser.parse_args(["--gamma", "0.995", "--fixed-switch"]))
-        {'schedule': {'adaptive': None}, 'shaping': {'gamma': 0.995}}
-    """
-    flags = {
-        "schedule": {"switch_at": args.switch_at, "fade": args.fade},
-        "guide": {"dropout": args.dropout, "dropout_scope": args.dropout_scope},
-        "shaping": {"terminal": args.shaping_terminal, "gamma": args.gamma},
-    }
-    overrides: dict[str, Any] = {}
-    for section, values in flags.items():
-        given = {name: value for name, value in values.items() if value is not None}
-        if given:
-            overrides[section] = given
-    if args.fixed_switch:
-        overrides.setdefault("schedule", {})["adaptive"] = None
-    elif args.min_success is not None:
-        overrides.setdefault("schedule", {})["adaptive"] = {"min_success": args.min_success}
-    return dict(sorted(overrides.items()))
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:

@@ -1,0 +1,123 @@
+"""Prints training throughput beside the rate the envs could feed it, all in one run.
+
+On OpsIncident hard with the guide-then-review stack (shaping, hints, reviews,
+the schedule), each measured in this process one after another, best of
+``--repeats``:
+
+* env + stack: the stacks stepped with random actions, no learner (what the
+  envs could feed a trainer);
+* SB3 PPO (the ``compare`` default network, 8 envs, the feedback callbacks);
+* the torch trainer (:func:`feedbackgym.baselines.ppo.train`), without and with
+  every episode recorded to an HDF5 store.
+
+Ratios are against the env + stack rate of the same run (the machine's speed
+drifts; ratios within one run do not).
+
+Usage:
+    python benchmarks/train_throughput.py [--steps 65536] [--repeats 2] [--num-envs 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from typing import Any
+
+import numpy as np
+import torch
+
+import feedbackgym
+from feedbackgym.baselines.arms import arm_config
+from feedbackgym.baselines.ppo import PPOConfig, train
+from feedbackgym.config import FeedbackConfig
+
+ENV_ID = "feedbackgym/OpsIncidentHard-v0"
+ARM = "guide-then-review"
+
+
+def stack_rate(steps: int, config: FeedbackConfig) -> float:
+    """Steps/s of the stack alone, random actions, episodes reset as they end."""
+    env = feedbackgym.make(ENV_ID, config)
+    env.action_space.seed(0)
+    env.reset(seed=0)
+    start = time.perf_counter()
+    for _ in range(steps):
+        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        if terminated or truncated:
+            env.reset()
+    rate = steps / (time.perf_counter() - start)
+    env.close()
+    return rate
+
+
+def sb3_rate(steps: int, config: FeedbackConfig) -> float:
+    """Steps/s of SB3 PPO training on the stack (8 envs, 128 steps a round, (128, 128))."""
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.logger import Logger
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecMonitor
+
+    from feedbackgym.baselines.callbacks import feedback_callbacks
+    from feedbackgym.baselines.runner import DEFAULT_NET_ARCH
+    from feedbackgym.control import FeedbackController
+
+    venv = VecMonitor(DummyVecEnv([lambda: feedbackgym.make(ENV_ID, config)] * 8))
+    model = PPO(
+        "MultiInputPolicy",
+        venv,
+        n_steps=128,
+        batch_size=256,
+        policy_kwargs={"net_arch": list(DEFAULT_NET_ARCH)},
+        seed=0,
+        device="cpu",
+    )
+    model.set_logger(Logger(None, []))
+    start = time.perf_counter()
+    model.learn(steps, callback=feedback_callbacks(FeedbackController(config)))
+    rate = steps / (time.perf_counter() - start)
+    venv.close()
+    return rate
+
+
+def torch_rate(steps: int, num_envs: int, record: Any) -> float:
+    """Steps/s of the torch trainer on the stack, recording to ``record`` if given."""
+    config = PPOConfig(ENV_ID, ARM, total_timesteps=steps, num_envs=num_envs, device="cpu")
+    start = time.perf_counter()
+    train(config, record=record)
+    return config.rounds * config.num_envs * config.num_steps / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=65536)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--num-envs", type=int, default=16)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    rounds = args.steps // (args.num_envs * 128)
+    config = arm_config(ARM, FeedbackConfig(), rounds)
+    best: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = {
+            "env + stack (random actions)": lambda r: stack_rate(args.steps // 4, config),
+            "SB3 PPO": lambda r: sb3_rate(args.steps // 4, config),
+            "torch trainer": lambda r: torch_rate(args.steps, args.num_envs, None),
+            "torch trainer + recorder": lambda r: torch_rate(
+                args.steps, args.num_envs, f"{tmp}/store{r}"
+            ),
+        }
+        for repeat in range(args.repeats):
+            for name, run in runs.items():
+                best[name] = max(best.get(name, 0.0), run(repeat))
+    base = best["env + stack (random actions)"]
+    print(f"{ENV_ID}, {ARM}, {args.steps} steps, torch trainer {args.num_envs} envs, 2 cores")
+    print(f"{'setup':<32} {'steps/s':>9} {'vs env + stack':>15}")
+    for name, rate in best.items():
+        print(f"{name:<32} {rate:>9.0f} {rate / base:>14.2f}x")
+    ratio = best["torch trainer + recorder"] / best["torch trainer"]
+    print(f"recording keeps {ratio:.2f}x of the torch trainer's throughput")
+    print(f"numpy {np.__version__}, torch {torch.__version__}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,160 @@
+"""The trainer's view of an env stack: one flat float32 observation and a small info.
+
+Gymnasium's vector envs stack Dict observations key by key and merge every
+info dict key by key, nested ones included; with the feedback stack's infos
+that costs more than the env step itself. :class:`TrainerView` (the outermost
+wrapper, outside any recorder) hands a trainer only what it reads:
+
+* the observation as one ``float32`` vector (``Discrete`` keys one-hot, the
+  text, when asked for, as byte codes at the end; see :class:`FlatLayout`);
+* ``info["env_reward"]`` and ``info["is_success"]`` (always present, so they
+  batch without masks);
+* review credit through :meth:`TrainerView.take_credits`, called once a round
+  through the vector env's ``call`` (subprocess workers too), keyed by episode.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from feedbackgym.protocol import ENV_REWARD, FEEDBACK, IS_SUCCESS
+
+__all__ = ["TEXT_VOCAB", "Credit", "FlatLayout", "TrainerView"]
+
+TEXT_VOCAB = 128
+"""Byte codes of the text segment are 7-bit (0 is padding)."""
+
+
+@dataclass(frozen=True)
+class Credit:
+    """A review's credit for one episode of one env.
+
+    Attributes:
+        episode: The episode's number in its env (0 for the first since the reset with a seed).
+        start: The episode step the first value belongs to.
+        values: One value per step from ``start``.
+    """
+
+    episode: int
+    start: int
+    values: tuple[float, ...]
+
+
+class FlatLayout:
+    """Where each key of a (Dict) observation goes in one flat vector.
+
+    Args:
+        space: The observation space: a ``Dict`` of ``Box``/``MultiBinary``/
+            ``Discrete`` (``Text`` keys are left out, or kept as the last
+            ``text_length`` byte codes), or one ``Box``.
+        text_length: Characters of the ``text`` key to keep (0: none).
+
+    Example:
+        >>> from gymnasium import spaces
+        >>> space = spaces.Dict({"a": spaces.Discrete(3), "b": spaces.Box(0, 1, (2,))})
+        >>> FlatLayout(space).flatten({"a": 2, "b": [0.5, 0.25]}).tolist()
+        [0.0, 0.0, 1.0, 0.5, 0.25]
+    """
+
+    def __init__(self, space: spaces.Space[Any], text_length: int = 0) -> None:
+        self._parts: list[tuple[str | None, int, int, bool]] = []
+        """(key, offset, size, one-hot) of each numeric part."""
+        subspaces = space.spaces if isinstance(space, spaces.Dict) else {None: space}
+        offset = 0
+        for key, sub in subspaces.items():
+            if isinstance(sub, spaces.Text):
+                continue
+            if isinstance(sub, spaces.Discrete):
+                size, onehot = int(sub.n), True
+            elif isinstance(sub, (spaces.Box, spaces.MultiBinary)):
+                size, onehot = int(np.prod(sub.shape or (1,))), False
+            else:
+                raise TypeError(
+                    f"cannot flatten observation key {key!r} of type {type(sub).__name__}"
+                )
+            self._parts.append((key, offset, size, onehot))
+            offset += size
+        self.numeric_size = offset
+        if text_length and not (
+            isinstance(space, spaces.Dict) and isinstance(space.spaces.get("text"), spaces.Text)
+        ):
+            raise ValueError("text_length needs a 'text' key (make the env with obs_mode='both')")
+        self.text_length = text_length
+        self.size = offset + text_length
+
+    def flatten(self, obs: Any, out: np.ndarray | None = None) -> np.ndarray:
+        """Writes ``obs`` into ``out`` (a new array if ``None``) and returns it."""
+        row = np.zeros(self.size, np.float32) if out is None else out
+        for key, offset, size, onehot in self._parts:
+            value = obs if key is None else obs[key]
+            if onehot:
+                if out is not None:
+                    row[offset : offset + size] = 0.0
+                row[offset + int(value)] = 1.0
+            elif type(value) is np.ndarray:  # the common case, without np.ravel's dispatch
+                row[offset : offset + size] = value.reshape(-1)
+            else:
+                row[offset : offset + size] = np.ravel(value)
+        if self.text_length:
+            codes = np.frombuffer(
+                str(obs["text"]).encode("ascii", "replace")[-self.text_length :], np.uint8
+            )
+            text = row[self.numeric_size :]
+            text[:] = 0.0
+            text[: len(codes)] = np.maximum(codes % TEXT_VOCAB, 1)
+        return row
+
+
+class TrainerView(gym.Wrapper[np.ndarray, Any, Any, Any]):
+    """The outermost wrapper of a trainer's envs: a flat observation, a small info.
+
+    Args:
+        env: The env stack (``feedbackgym.make(...)``, recorder inside).
+        text_length: Characters of the text observation to keep as byte codes.
+
+    Example:
+        >>> import feedbackgym
+        >>> env = TrainerView(feedbackgym.make("feedbackgym/OpsIncidentEasy-v0", "review"))
+        >>> obs, info = env.reset(seed=0)
+        >>> obs.dtype, sorted(info)
+        (dtype('float32'), ['env_reward', 'is_success'])
+    """
+
+    def __init__(self, env: gym.Env[Any, Any], text_length: int = 0) -> None:
+        super().__init__(env)
+        self.layout = FlatLayout(env.observation_space, text_length)
+        self.observation_space = spaces.Box(-np.inf, np.inf, (self.layout.size,), np.float32)
+        self._episode = -1
+        self._credits: list[Credit] = []
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """Resets the env; the info holds only the trainer's keys."""
+        obs, info = self.env.reset(seed=seed, options=options)
+        self._episode += 1
+        return self.layout.flatten(obs), {ENV_REWARD: 0.0, IS_SUCCESS: False}
+
+    def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
+        """Steps the env; keeps the step's review credit for :meth:`take_credits`."""
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        feedback = info.get(FEEDBACK)
+        credit = feedback.get("credit") if feedback else None
+        if credit:
+            values = tuple(float(v) for v in credit["values"])
+            self._credits.append(Credit(self._episode, int(credit["start"]), values))
+        slim = {
+            ENV_REWARD: float(info.get(ENV_REWARD, reward)),
+            IS_SUCCESS: bool(info.get(IS_SUCCESS, False)),
+        }
+        return self.layout.flatten(obs), reward, terminated, truncated, slim
+
+    def take_credits(self) -> list[Credit]:
+        """The review credits since the last call (called once a round)."""
+        credits, self._credits = self._credits, []
+        return credits

@@ -1,0 +1,63 @@
+"""A round's feedback metrics, as every trainer logs them under ``feedback/`` in TensorBoard."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from feedbackgym.control import FeedbackController
+
+__all__ = ["PHASE_CODES", "feedback_metrics"]
+
+PHASE_CODES = {"none": 0, "guide": 1, "fade": 2, "review": 3, "both": 4}
+"""How ``feedback/phase`` encodes the phase as a number in TensorBoard."""
+
+
+def feedback_metrics(
+    controller: FeedbackController, stats: Sequence[Any], mean_return: float | None
+) -> dict[str, float]:
+    """The round's metrics from the controller's state and every env's ``feedback_stats()``.
+
+    ``phase`` (:data:`PHASE_CODES`), ``guide_weight``, ``review_weight``,
+    ``config_version``, ``guide_every``, ``review_window``, ``hints_per_episode``,
+    ``reviews_per_round``, ``episodes_per_round``, ``misses``, ``alert``
+    (whether the reward-drop alert fired at this round's start), and when known
+    ``switch_step``, ``hint_latency_p50_ms`` / ``_p99_ms``,
+    ``review_latency_p99_ms`` and ``mean_return``.
+
+    Example:
+        >>> metrics = feedback_metrics(FeedbackController(), [], mean_return=None)
+        >>> metrics["phase"], metrics["hints_per_episode"]
+        (1.0, 0.0)
+    """
+    state = controller.state
+    guide = [s["guide"] for s in stats if s.get("guide")]
+    review = [s["review"] for s in stats if s.get("review")]
+    episodes = sum(r["episodes_ended"] for r in review)
+    hint_latency = [x for g in guide for x in g["latencies_ms"]]
+    review_latency = [x for r in review for x in r["latencies_ms"]]
+    metrics = {
+        "phase": float(PHASE_CODES.get(state.phase, -1)),
+        "guide_weight": float(state.guide_weight),
+        "review_weight": float(state.review_weight),
+        "config_version": float(state.config_version),
+        "guide_every": float(controller.config.guide.every),
+        "review_window": float(controller.config.review.window),
+        "hints_per_episode": sum(g["hints_given"] for g in guide) / max(1, episodes),
+        "reviews_per_round": float(sum(r["reviews_given"] for r in review)),
+        "episodes_per_round": float(episodes),
+        "misses": float(sum(g["misses"] for g in guide) + sum(r["misses"] for r in review)),
+        "alert": float(controller.alert_fired),
+    }
+    if state.switch_at is not None:
+        metrics["switch_step"] = float(state.switch_at) * controller.schedule.total
+    if hint_latency:
+        metrics["hint_latency_p50_ms"] = float(np.percentile(hint_latency, 50))
+        metrics["hint_latency_p99_ms"] = float(np.percentile(hint_latency, 99))
+    if review_latency:
+        metrics["review_latency_p99_ms"] = float(np.percentile(review_latency, 99))
+    if mean_return is not None:
+        metrics["mean_return"] = mean_return
+    return metrics

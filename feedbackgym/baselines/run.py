@@ -1,0 +1,172 @@
+"""One run of one arm: its settings and its directory.
+
+:class:`RunConfig` is what ``config.json`` holds; :func:`prepare_run_dir`
+starts or resumes a run directory (see :mod:`~feedbackgym.baselines.rundir`);
+:func:`feedbackgym.baselines.train.train_run` hands a run to its trainer: SB3
+(:func:`~feedbackgym.baselines.runner.train_sb3_run`) or the torch trainer
+(:func:`~feedbackgym.baselines.torch_run.train_torch_run`).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from feedbackgym.baselines.arms import ArmFeedback, checked_keep_checkpoints, rounds_for
+from feedbackgym.baselines.rundir import drop_curve_rows_after, read_state
+from feedbackgym.config import FeedbackConfig
+from feedbackgym.wrappers.stack import make
+
+__all__ = [
+    "DEFAULT_NET_ARCH",
+    "TRAINERS",
+    "RunConfig",
+    "open_store",
+    "prepare_run_dir",
+]
+
+TRAINERS = ("sb3", "torch")
+"""The trainers a run can use."""
+
+DEFAULT_NET_ARCH = (128, 128)
+"""Hidden layers of the policy and value networks that runs train by default."""
+
+
+@dataclass
+class RunConfig(ArmFeedback):
+    """Everything one run needs, stored as ``config.json`` in its directory.
+
+    Attributes:
+        env_id: The env to train on.
+        arm: The comparison arm (see :mod:`feedbackgym.baselines.arms`).
+        seed: The run's seed (training seeds stay below the validation seeds).
+        total_steps: Env steps to train for.
+        out_dir: The run directory.
+        n_envs: Parallel envs.
+        n_steps: Steps per env per round (PPO rollout length).
+        subprocess: Run the envs in subprocess workers (``SubprocVecEnv``).
+        eval_every: Rounds between validations.
+        eval_episodes: Validation seeds per validation.
+        review_credit: Redistribute review credit into PPO's rollout buffer.
+        bc_episodes: Expert episodes for a behaviour-cloning warm-up (0: none).
+        learning_rate: PPO's learning rate.
+        anneal_lr: Decay the learning rate linearly to 0 over the run (PPO's usual
+            schedule for long runs), instead of keeping it constant.
+        time_limit_terminal: Treat an episode cut off by its time limit as ended
+            rather than bootstrapping its value (see :class:`~.vec_env.TimeLimitAsTerminal`).
+        ent_coef: PPO's entropy coefficient.
+        net_arch: Hidden layer sizes of the policy and value networks.
+        feedback: The feedback config the arm's preset goes on (its
+            ``shaping.gamma`` is also PPO's discount, so the two match).
+        feedback_file: A YAML/TOML feedback config file to follow instead of
+            ``feedback``: edits apply to every env at the next round.
+        feedback_overrides: ``{section: {field: value}}`` applied on top of the
+            file at every read (command-line flags override the file).
+        env_kwargs: Keyword arguments for ``gym.make``.
+        trainer: ``"sb3"`` (SB3's PPO) or ``"torch"`` (:mod:`~feedbackgym.baselines.ppo`;
+            its run is :func:`~feedbackgym.baselines.torch_run.train_torch_run`).
+        device: ``"auto"`` (CUDA when a GPU is present), ``"cuda"`` or ``"cpu"``.
+        record: Record every training episode in ``out_dir/trajectories`` (a
+            :class:`~feedbackgym.datasets.TrajectoryStore`; the episodes of round
+            ``r`` are under ``/{env_id}/{r}``). Needs the ``hdf5`` extra.
+        keep_checkpoints: How many of the newest round checkpoints to keep (0: every
+            one). ``best.zip`` is always kept. A checkpoint is about 2 MB with the
+            default network, so a 2M-step run that kept every round would hold ~4 GB.
+    """
+
+    env_id: str
+    arm: str
+    seed: int
+    total_steps: int
+    out_dir: str
+    n_envs: int = 8
+    n_steps: int = 128
+    subprocess: bool = False
+    eval_every: int = 4
+    eval_episodes: int = 30
+    review_credit: bool = True
+    bc_episodes: int = 0
+    learning_rate: float = 3e-4
+    anneal_lr: bool = False
+    time_limit_terminal: bool = False
+    ent_coef: float = 0.01
+    net_arch: list[int] = field(default_factory=lambda: list(DEFAULT_NET_ARCH))
+    feedback: FeedbackConfig = field(default_factory=FeedbackConfig)
+    feedback_file: str | None = None
+    feedback_overrides: dict[str, Any] = field(default_factory=dict)
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    trainer: str = "sb3"
+    device: str = "auto"
+    record: bool = False
+    keep_checkpoints: int = 5
+
+    def __post_init__(self) -> None:
+        checked_keep_checkpoints(self.keep_checkpoints)
+        if self.trainer not in TRAINERS:
+            raise ValueError(f"trainer must be one of {', '.join(TRAINERS)}, got {self.trainer!r}")
+        self.arm_config(self.feedback)  # checks the arm and the overrides before the run starts
+
+    @property
+    def rounds(self) -> int:
+        """Training rounds (PPO rollouts)."""
+        return rounds_for(self.total_steps, self.n_envs, self.n_steps)
+
+    def make_env(self, config: FeedbackConfig) -> Any:
+        """One env of the run's stack, built from ``config``."""
+        return make(self.env_id, config, **self.env_kwargs)
+
+    def to_json(self) -> str:
+        """The config as JSON."""
+        data = asdict(self)
+        data["feedback"] = self.feedback.model_dump(mode="json")
+        return json.dumps(data, indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> RunConfig:
+        """Reads a config written by :meth:`to_json`."""
+        data = json.loads(text)
+        data["feedback"] = FeedbackConfig.from_mapping(data["feedback"], source="config.json")
+        return cls(**data)
+
+
+def prepare_run_dir(config: RunConfig, *, resume: bool) -> dict[str, Any]:
+    """Starts (or, with ``resume``, continues) the run directory; returns its state.
+
+    A new run clears the directory's curve, state and checkpoints. A resumed
+    run keeps them and drops validations past its last saved round (a crash
+    between a validation and its round's state would list it twice). Both
+    write ``config.json``.
+
+    Returns:
+        The saved state (``{}`` for a new run), or ``{"finished": True, "state":
+        ...}`` for a resumed run that has nothing left to do (left as it was).
+    """
+    run_dir = Path(config.out_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    state = read_state(run_dir) if resume else {}
+    first_round = state.get("round", -1) + 1
+    if resume and first_round >= config.rounds:
+        return {"finished": True, "state": state}
+    if not resume:
+        for stale in ("curve.csv", "state.json"):
+            (run_dir / stale).unlink(missing_ok=True)
+        shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
+    else:
+        drop_curve_rows_after(run_dir / "curve.csv", max(first_round, 0))
+    (run_dir / "config.json").write_text(config.to_json())
+    return state
+
+
+def open_store(config: RunConfig) -> Any:
+    """Where the run records: ``None``, the store's path (subprocess envs), or the store."""
+    if not config.record:
+        return None
+    path = Path(config.out_dir) / "trajectories"
+    if config.subprocess:
+        return str(path)
+    from feedbackgym.datasets import TrajectoryStore
+
+    return TrajectoryStore(path)

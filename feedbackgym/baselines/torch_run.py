@@ -1,0 +1,222 @@
+"""One run of one arm with the torch trainer: the same run directory as the SB3 path.
+
+TensorBoard (``tb/ARM_seedS_1``: ``rollout/``, ``train/``, ``feedback/``,
+``system/``), validation with hints shown and masked on the env's held-out
+seeds, a checkpoint a round (``checkpoints/round_NNNN.pt``, the best kept as
+``best.pt``: the rollback target), ``state.json`` for ``--resume``, recording,
+the reward-drop alert and the config file followed through the controller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from feedbackgym.baselines.device import resolve_device
+from feedbackgym.baselines.flat import TrainerView
+from feedbackgym.baselines.metrics import feedback_metrics
+from feedbackgym.baselines.ppo import (
+    Agent,
+    Learner,
+    PPOConfig,
+    clone_into,
+    learning_rate_at,
+    make_vector_env,
+)
+from feedbackgym.baselines.rounds import RoundBook
+from feedbackgym.baselines.run import RunConfig, open_store, prepare_run_dir
+from feedbackgym.baselines.rundir import read_state, write_state
+from feedbackgym.baselines.system import SystemMonitor
+from feedbackgym.errors import DependencyNotInstalled
+from feedbackgym.protocol import call_envs
+
+try:
+    import torch
+    from torch.utils.tensorboard import SummaryWriter
+except ImportError as error:
+    raise DependencyNotInstalled.for_extra("torch", "baselines") from error
+
+__all__ = ["ppo_config", "rollback", "train_torch_run"]
+
+MINIBATCH = 256
+"""Samples per minibatch, as the SB3 path trains (its ``batch_size``)."""
+
+
+def ppo_config(config: RunConfig) -> PPOConfig:
+    """The torch trainer's settings for a run (SB3's PPO defaults where the run is silent).
+
+    Raises:
+        ValueError: ``net_arch`` is not two layers of one width (the torch agent's shape).
+    """
+    arch = list(config.net_arch)
+    if len(arch) != 2 or arch[0] != arch[1]:
+        raise ValueError(f"the torch trainer has two hidden layers of one width, got {arch}")
+    return PPOConfig(
+        env_id=config.env_id,
+        arm=config.arm,
+        seed=config.seed,
+        total_timesteps=config.total_steps,
+        num_envs=config.n_envs,
+        num_steps=config.n_steps,
+        async_envs=config.subprocess,
+        learning_rate=config.learning_rate,
+        anneal_lr=config.anneal_lr,
+        num_minibatches=max(1, config.n_envs * config.n_steps // MINIBATCH),
+        ent_coef=config.ent_coef,
+        hidden=arch[0],
+        review_credit=config.review_credit,
+        time_limit_terminal=config.time_limit_terminal,
+        bc_episodes=config.bc_episodes,
+        device=config.device,
+        feedback=config.feedback,
+        feedback_file=config.feedback_file,
+        feedback_overrides=dict(config.feedback_overrides),
+        env_kwargs=dict(config.env_kwargs),
+    )
+
+
+def train_torch_run(
+    config: RunConfig,
+    *,
+    resume: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    """Trains one arm with one seed with the torch trainer; returns the run's final state.
+
+    Args:
+        config: The run's settings (``trainer="torch"``); ``out_dir`` receives every output.
+        resume: Continue from the last checkpoint in ``out_dir`` when there is one.
+        progress: Called with the timestep count after each round.
+    """
+    ppo = ppo_config(config)
+    device = resolve_device(config.device)
+    state = prepare_run_dir(config, resume=resume)
+    if state.get("finished"):
+        return state["state"]
+    first_round = state.get("round", -1) + 1
+    run_dir = Path(config.out_dir)
+    torch.manual_seed(config.seed + first_round)  # a resumed run does not redraw round 0's
+    controller = config.controller()
+    store = open_store(config)
+    envs = eval_env = writer = None
+    try:
+        envs = make_vector_env(ppo, controller.config, record=store)
+        learner = Learner(ppo, envs, controller.config.shaping.gamma, device)
+        text_length = ppo.text_length if ppo.use_text else 0
+        eval_env = TrainerView(config.make_env(controller.config), text_length)
+        book = RoundBook(config, controller, eval_env, suffix=".pt", progress=progress)
+        if first_round > 0:
+            learner.load_state_dict(torch.load(book.checkpoint(first_round - 1), weights_only=True))
+        elif config.bc_episodes:
+            clone_into(learner.agent, ppo, controller.config, device)
+        controller.attach(envs)
+        controller.attach(eval_env)
+        if "controller" in state:  # resumed: the switch, the trend and the alert as they were
+            controller.load_state_dict(state["controller"])
+        pending = state.get("pending_report")
+        if first_round == 0 or pending is not None:
+            controller.update(first_round, **(pending or {}))
+        writer = SummaryWriter(str(run_dir / "tb" / f"{config.arm}_seed{config.seed}_1"))
+        _train_rounds(config, ppo, learner, controller, book, writer, first_round, device)
+    finally:
+        for env in (envs, eval_env):
+            if env is not None:
+                env.close()
+        if writer is not None:
+            writer.close()
+        if store is not None and not isinstance(store, str):
+            store.close()
+    final = read_state(run_dir)
+    final["alerts"] = list(controller.alert.fired)
+    write_state(run_dir, final)
+    return final
+
+
+def _train_rounds(
+    config: RunConfig,
+    ppo: PPOConfig,
+    learner: Learner,
+    controller: Any,
+    book: RoundBook,
+    writer: Any,
+    first_round: int,
+    device: torch.device,
+) -> None:
+    """Rounds ``first_round`` to the last: collect, update, report, log, close the round."""
+    steps_per_round = config.n_envs * config.n_steps
+    system = SystemMonitor(steps=first_round * steps_per_round)
+    learner.reset(config.seed + first_round * config.n_envs)
+    agent = learner.agent
+
+    def policy(obs: Any) -> int:
+        with torch.inference_mode():
+            action, *_ = agent.act(torch.as_tensor(obs, device=device).unsqueeze(0))
+        return int(action.item())
+
+    for round_ in range(first_round, config.rounds):
+        collected = learner.collect()
+        learning_rate = learning_rate_at(ppo, round_)
+        losses = learner.update(learning_rate)
+        timesteps = (round_ + 1) * steps_per_round
+        trend = {"loss": losses["loss"]}
+        trend.update({k: v for k, v in collected.items() if k != "episodes"})
+
+        def log(tag: str, value: float, step: int = timesteps) -> None:
+            writer.add_scalar(tag, value, step)
+
+        _log_round(learner, controller, losses, learning_rate, log)
+        for key, value in system.sample(timesteps).items():
+            log(f"system/{key}", value)
+        last = round_ + 1 >= config.rounds
+        if not last:  # the next round starts: its feedback, from this round's trend
+            controller.update(round_ + 1, **trend)
+        book.finish(
+            round_,
+            timesteps=timesteps,
+            save=lambda path: torch.save(learner.state_dict(), path),
+            policy=policy,
+            pending_report=trend if last else None,
+            log=log,
+        )
+
+
+def _log_round(
+    learner: Learner,
+    controller: Any,
+    losses: dict[str, float],
+    learning_rate: float,
+    log: Callable[[str, float], None],
+) -> None:
+    """The round's ``rollout/``, ``train/`` and ``feedback/`` scalars (SB3's names)."""
+    returns = learner.episode_returns
+    if returns:
+        log("rollout/ep_rew_mean", float(np.mean(returns)))
+        log("rollout/success_rate", float(np.mean(learner.episode_successes)))
+    log("train/loss", losses["loss"])
+    log("train/policy_gradient_loss", losses["policy_loss"])
+    log("train/value_loss", losses["value_loss"])
+    log("train/entropy_loss", -losses["entropy"])
+    log("train/learning_rate", learning_rate)
+    log("train/credit_applied", float(learner.buffer.credit_applied))
+    stats = call_envs(learner.envs, "feedback_stats")
+    mean_return = float(np.mean(returns)) if returns else None
+    for key, value in feedback_metrics(controller, stats, mean_return).items():
+        log(f"feedback/{key}", value)
+
+
+def rollback(run_dir: str | Path) -> Agent:
+    """Loads the run's best agent (by validation success): the rollback target.
+
+    Raises:
+        FileNotFoundError: The run has no best checkpoint yet.
+    """
+    best = Path(run_dir) / "checkpoints" / "best.pt"
+    if not best.exists():
+        raise FileNotFoundError(f"{run_dir} has no best checkpoint yet")
+    checkpoint = torch.load(best, weights_only=True)
+    agent = Agent(**checkpoint["shape"])
+    agent.load_state_dict(checkpoint["agent"])
+    return agent

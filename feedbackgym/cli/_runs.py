@@ -1,0 +1,104 @@
+"""The flags every training command shares (``compare``, ``train``), and what they override."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from feedbackgym.baselines.run import TRAINERS
+from feedbackgym.cli._helpers import fraction
+from feedbackgym.wrappers.shaping import TERMINAL_MODES
+
+__all__ = ["add_run_arguments", "feedback_overrides"]
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """Adds the run flags: trainer, device, feedback config and its overrides, recording."""
+    parser.add_argument(
+        "--trainer",
+        choices=TRAINERS,
+        default="sb3",
+        help="SB3's PPO or the torch trainer (default %(default)s)",
+    )
+    parser.add_argument(
+        "--device", default="auto", help="auto (CUDA when present), cuda or cpu (default auto)"
+    )
+    parser.add_argument("--bc-episodes", type=int, default=0, help="behaviour-cloning warm-up")
+    parser.add_argument("--kwarg", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="feedback config (YAML or TOML) the run(s) follow: edits apply at the next round; "
+        "the flags below override it",
+    )
+    parser.add_argument(
+        "--fixed-switch", action="store_true", help="no adaptive switch (default: return trend)"
+    )
+    parser.add_argument(
+        "--min-success",
+        type=fraction,
+        help="hold the guide while training success is under this (default 0.3; 0: off)",
+    )
+    parser.add_argument(
+        "--record", action="store_true", help="record every training episode (HDF5 store)"
+    )
+    parser.add_argument(
+        "--switch-at", type=fraction, help="where the fade starts, as a fraction (default 0.4)"
+    )
+    parser.add_argument("--fade", type=float, help="fade length in rounds (default: 10%%)")
+    parser.add_argument("--dropout", type=fraction, help="hint dropout (default 0.5)")
+    parser.add_argument(
+        "--dropout-scope", choices=("step", "episode"), help="what dropout withholds"
+    )
+    parser.add_argument(
+        "--shaping-terminal",
+        choices=TERMINAL_MODES,
+        help="potential of a terminal state (default keep; see ShapeWithSubgoals)",
+    )
+    parser.add_argument(
+        "--gamma",
+        type=float,
+        help="discount of the learner and of the shaping term (default 0.99)",
+    )
+    parser.add_argument(
+        "--keep-checkpoints",
+        type=int,
+        help="newest round checkpoints kept per run (default 5; 0: every one)",
+    )
+    parser.add_argument(
+        "--anneal-lr",
+        action="store_true",
+        help="decay PPO's learning rate linearly to 0 over each run (default: constant)",
+    )
+    parser.add_argument(
+        "--time-limit-terminal",
+        action="store_true",
+        help="treat episodes cut off by the time limit as ended, not bootstrapped (default: "
+        "bootstrapped, SB3's way)",
+    )
+
+
+def feedback_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The feedback config sections the flags set (they override a ``--config`` file).
+
+    Example:
+        >>> parser = argparse.ArgumentParser()
+        >>> add_run_arguments(parser)
+        >>> feedback_overrides(parser.parse_args(["--gamma", "0.995", "--fixed-switch"]))
+        {'schedule': {'adaptive': None}, 'shaping': {'gamma': 0.995}}
+    """
+    flags = {
+        "schedule": {"switch_at": args.switch_at, "fade": args.fade},
+        "guide": {"dropout": args.dropout, "dropout_scope": args.dropout_scope},
+        "shaping": {"terminal": args.shaping_terminal, "gamma": args.gamma},
+    }
+    overrides: dict[str, Any] = {}
+    for section, values in flags.items():
+        given = {name: value for name, value in values.items() if value is not None}
+        if given:
+            overrides[section] = given
+    if args.fixed_switch:
+        overrides.setdefault("schedule", {})["adaptive"] = None
+    elif args.min_success is not None:
+        overrides.setdefault("schedule", {})["adaptive"] = {"min_success": args.min_success}
+    return dict(sorted(overrides.items()))

@@ -1,0 +1,65 @@
+"""The ``train`` command: one run of one arm, with SB3 or the torch trainer.
+
+Usage::
+
+    feedbackgym train --env ID --steps N [--arm ARM] [--seed S] [--trainer sb3|torch]
+                      [--device auto|cuda|cpu] [--out DIR] [--config FILE] [--record] [--resume]
+
+The run directory is the one ``compare`` makes for each run (TensorBoard,
+``curve.csv``, checkpoints, ``state.json``, ``trajectories/``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from feedbackgym.cli._helpers import make_env, parse_kwargs, positive_int
+from feedbackgym.cli._runs import add_run_arguments, feedback_overrides
+from feedbackgym.schedules import ARMS
+
+__all__ = ["add_commands"]
+
+
+def add_commands(commands: Any) -> None:
+    """Adds ``train`` to the top-level subparsers ``commands``."""
+    train = commands.add_parser("train", help="train one arm with one seed (one run directory)")
+    train.add_argument("--env", dest="env_id", required=True, help="env id")
+    train.add_argument("--arm", default="guide-then-review", choices=ARMS, help="the arm")
+    train.add_argument("--seed", type=int, default=0, help="the run's seed")
+    train.add_argument("--steps", type=positive_int, required=True, help="env steps")
+    train.add_argument("--out", default="runs/train", help="the run directory")
+    add_run_arguments(train)
+    train.add_argument("--resume", action="store_true", help="continue an interrupted run")
+    train.set_defaults(run=_cmd_train)
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from feedbackgym.baselines.run import RunConfig
+    from feedbackgym.baselines.train import train_run
+
+    env_kwargs = parse_kwargs(args.kwarg)
+    make_env(args.env_id, env_kwargs).close()  # a clear error for an unknown id, before the run
+    config = RunConfig(
+        env_id=args.env_id,
+        arm=args.arm,
+        seed=args.seed,
+        total_steps=args.steps,
+        out_dir=args.out,
+        bc_episodes=args.bc_episodes,
+        feedback_file=args.config,
+        feedback_overrides=feedback_overrides(args),
+        env_kwargs=env_kwargs,
+        record=args.record,
+        anneal_lr=args.anneal_lr,
+        time_limit_terminal=args.time_limit_terminal,
+        trainer=args.trainer,
+        device=args.device,
+        **({} if args.keep_checkpoints is None else {"keep_checkpoints": args.keep_checkpoints}),
+    )
+    state = train_run(config, resume=args.resume)
+    summary = {key: state.get(key) for key in ("round", "timesteps", "best_success", "alerts")}
+    print(json.dumps(summary))
+    print(f"run: {args.out} (tensorboard --logdir {args.out}/tb)")
+    return 0
