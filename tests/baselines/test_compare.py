@@ -1,4 +1,5 @@
 import csv
+import dataclasses
 import json
 import math
 import subprocess
@@ -149,3 +150,26 @@ def test_the_plot_shades_the_median_switch_of_the_runs(tmp_path):
     assert plot_curves(tmp_path, runs, title="t", planned_switch=planned).stat().st_size > 0
     assert _phase_bounds(runs[:0], planned) == [planned]  # none switched yet: the plan
     assert _phase_bounds(runs[:0], None) == []  # no two-phase arm: nothing shaded
+
+
+def test_compare_runs_the_torch_trainer(tmp_path):
+    config = ComparisonConfig(
+        env_id="feedbackgym/OpsIncidentEasy-v0",
+        arms=["sparse", "guide-then-review"],
+        seeds=1,
+        steps=256,
+        out=str(tmp_path),
+        n_envs=2,
+        n_steps=32,
+        eval_every=2,
+        eval_episodes=2,
+        trainer="torch",
+        device="cpu",
+    )
+    rows = run_comparison(config, show_progress=False)
+    assert [r["arm"] for r in rows] == ["sparse", "guide-then-review"]
+    for arm in config.arms:
+        run = tmp_path / "runs" / f"{arm}-seed0"
+        assert (run / "checkpoints" / "best.pt").exists() and (run / "curve.csv").exists()
+    with pytest.raises(ValueError, match="trainer"):
+        dataclasses.replace(config, trainer="jax")

@@ -15,7 +15,8 @@ import feedbackgym
 from feedbackgym.baselines.arms import arm_config
 from feedbackgym.baselines.callbacks import feedback_callbacks
 from feedbackgym.baselines.rundir import read_curve
-from feedbackgym.baselines.runner import RunConfig, train_run
+from feedbackgym.baselines.runner import RunConfig
+from feedbackgym.baselines.train import train_run
 from feedbackgym.config import FeedbackConfig, merge_config
 from feedbackgym.control import FeedbackController
 

@@ -4,8 +4,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from gymnasium import spaces
 
-from feedbackgym.baselines.ppo import Agent, PPOConfig, _rollout, to_tensors, tokenize, train
+from feedbackgym.baselines.flat import Credit, FlatLayout, TrainerView
+from feedbackgym.baselines.ppo import Learner, PPOConfig, Rollout, train
 from feedbackgym.schedules import ARMS
 
 
@@ -30,16 +32,35 @@ def test_each_arm_trains_and_follows_the_schedule(arm):
 
 
 def test_text_observation_and_async_workers():
-    config = _config("guide", use_text=True, async_envs=True, env_kwargs={"obs_mode": "both"})
+    config = _config("review", use_text=True, async_envs=True, env_kwargs={"obs_mode": "both"})
     agent, history = train(config)
-    assert agent.use_text and len(history) == 2
+    assert agent.text_length == 512 and len(history) == 2
+    assert any(h["episodes"] for h in history)
 
 
-def test_behaviour_cloning_option_and_tokenizer():
+def test_behaviour_cloning_option():
     agent, _ = train(_config("sparse", bc_episodes=5))
     assert agent is not None
-    tokens = tokenize(["ab", "é" * 3], 4)
-    assert tokens.shape == (2, 4) and tokens[0, 2] == 0 and (tokens[1, :3] > 0).all()
+
+
+def test_the_layout_flattens_every_kind_of_key_and_the_text_last():
+    space = spaces.Dict(
+        {
+            "d": spaces.Discrete(3),
+            "b": spaces.Box(0, 1, (2, 2)),
+            "m": spaces.MultiBinary(2),
+            "text": spaces.Text(10),
+        }
+    )
+    layout = FlatLayout(space, text_length=4)
+    row = layout.flatten({"d": 1, "b": np.eye(2), "m": [1, 0], "text": "abcdé"})
+    assert layout.size == 3 + 4 + 2 + 4
+    assert row[:9].tolist() == [1, 0, 0, 1, 0, 1, 0, 1, 0]  # Dict keys in order: b, d, m
+    assert row[9:].tolist() == [ord(c) for c in "bcd?"]  # the last 4 characters, 7-bit
+    with pytest.raises(ValueError, match="obs_mode"):
+        FlatLayout(spaces.Dict({"d": spaces.Discrete(2)}), text_length=4)
+    with pytest.raises(TypeError, match="cannot flatten"):
+        FlatLayout(spaces.Dict({"g": spaces.Graph(spaces.Box(0, 1), None)}))
 
 
 class _Ticks(gym.Env):
@@ -58,22 +79,43 @@ class _Ticks(gym.Env):
         return {"x": np.full(1, self.t, np.float32)}, 1.0, False, self.t == 2, {}
 
 
-def test_a_truncated_step_bootstraps_from_its_final_observation_only():
-    config = _config("sparse", num_envs=1, num_steps=4)
-    envs = gym.vector.SyncVectorEnv([_Ticks], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-    agent = Agent(envs.single_observation_space, 2, config)
-    obs, _ = envs.reset(seed=0)
-    batch, finished, successes, _ = _rollout(
-        agent, envs, obs, config, 0.9, torch.device("cpu"), np.zeros(1)
+def _ticks_learner(**kwargs):
+    config = _config("sparse", num_envs=1, num_steps=4, **kwargs)
+    envs = gym.vector.SyncVectorEnv(
+        [lambda: TrainerView(_Ticks())], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP
     )
-    final = to_tensors({"x": np.full((1, 1), 2.0, np.float32)}, agent, torch.device("cpu"))
+    learner = Learner(config, envs, 0.9, torch.device("cpu"))
+    learner.reset(0)
+    return learner
+
+
+def test_a_truncated_step_bootstraps_from_its_final_observation_only():
+    learner = _ticks_learner()
+    trend = learner.collect()
     with torch.no_grad():
-        final_value = float(agent.value(final))
-    # Steps 1 and 3 end episodes: their return is the reward plus the discounted value of
+        final_value = float(learner.agent.value(torch.tensor([[2.0]])))
+    # Steps 1 and 3 end episodes: their reward is the reward plus the discounted value of
     # the final observation, with nothing of the next episode (its reset observation).
+    rewards = learner.buffer.rewards[:, 0]
     for step in (1, 3):
-        assert float(batch["returns"][step]) == pytest.approx(1.0 + 0.9 * final_value, abs=1e-5)
-    assert finished == [2.0, 2.0] and successes == [False, False]
+        assert float(rewards[step]) == pytest.approx(1.0 + 0.9 * final_value, abs=1e-5)
+    assert float(rewards[0]) == 1.0
+    assert trend == {"episodes": 2.0, "mean_return": 2.0, "success": 0.0}
+    assert learner.buffer.episode[:, 0].tolist() == [0, 0, 1, 1]
+    assert math.isfinite(learner.update()["loss"])
+    cut_off = _ticks_learner(time_limit_terminal=True)  # no bootstrap: the cut-off is an end
+    cut_off.collect()
+    assert cut_off.buffer.rewards[:, 0].tolist() == [1.0] * 4
+
+
+def test_review_credit_lands_on_its_episode_s_steps_of_this_round():
+    rollout = Rollout(num_steps=6, num_envs=1, obs_size=1, device=torch.device("cpu"))
+    rollout.episode[:, 0] = [3, 3, 4, 4, 4, 4]  # episode 3 began in an earlier round
+    rollout.episode_step[:, 0] = [5, 6, 0, 1, 2, 3]
+    rollout.add_credit(0, Credit(episode=4, start=1, values=(0.5, 0.0, -1.0)))
+    rollout.add_credit(0, Credit(episode=3, start=4, values=(2.0, 1.0, 1.0)))
+    assert rollout.rewards[:, 0].tolist() == [1.0, 1.0, 0.0, 0.5, 0.0, -1.0]
+    assert (rollout.credit_applied, rollout.credit_dropped) == (4, 1)
 
 
 def test_the_discount_and_the_config_file_reach_the_stack(tmp_path):

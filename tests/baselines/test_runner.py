@@ -10,8 +10,8 @@ from feedbackgym.baselines.runner import (
     _make_vec_env,
     read_curve,
     rollback,
-    train_run,
 )
+from feedbackgym.baselines.train import train_run
 from feedbackgym.config import FeedbackConfig, merge_config
 from feedbackgym.schedules import ARMS
 

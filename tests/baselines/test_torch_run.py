@@ -1,0 +1,125 @@
+"""Torch runs: the SB3 path's run directory, resume, validation, TensorBoard, recording."""
+
+import dataclasses
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from feedbackgym.baselines.run import RunConfig
+from feedbackgym.baselines.rundir import read_curve
+from feedbackgym.baselines.torch_run import rollback
+from feedbackgym.baselines.train import train_run
+from feedbackgym.config import FeedbackConfig, merge_config
+
+FEEDBACK = merge_config(FeedbackConfig(), {"schedule": {"fade": 1, "adaptive": None}})
+
+
+def _config(tmp_path, steps=512, **kwargs):
+    return RunConfig(
+        env_id="feedbackgym/OpsIncident-v0",
+        arm="guide-then-review",
+        seed=0,
+        total_steps=steps,
+        out_dir=str(tmp_path / "run"),
+        n_envs=2,
+        n_steps=32,
+        eval_every=2,
+        eval_episodes=2,
+        net_arch=[16, 16],
+        feedback=FEEDBACK,
+        env_kwargs={"difficulty": "easy"},
+        trainer="torch",
+        device="cpu",
+        **kwargs,
+    )
+
+
+def test_a_torch_run_fills_the_run_directory_and_records_every_episode(tmp_path):
+    event_accumulator = pytest.importorskip(
+        "tensorboard.backend.event_processing.event_accumulator"
+    )
+    from feedbackgym.datasets import TrajectoryStore
+
+    state = train_run(_config(tmp_path, record=True))
+    run = tmp_path / "run"
+    assert state["round"] == 7 and state["timesteps"] == 512 and state["alerts"] == []
+    names = sorted(p.name for p in (run / "checkpoints").glob("*.pt"))
+    assert names == ["best.pt", *(f"round_{r:04d}.pt" for r in range(3, 8))]
+    curve = read_curve(run)
+    assert list(curve["round"]) == [1.0, 3.0, 5.0, 7.0, 8.0]
+    assert {"guide", "review"} <= set(curve["phase"])  # validated in the controller's state
+    assert ((0 <= curve["success_unguided"]) & (curve["success_unguided"] <= 1)).all()
+    assert RunConfig.from_json((run / "config.json").read_text()).trainer == "torch"
+    accumulator = event_accumulator.EventAccumulator(str(run / "tb" / "guide-then-review_seed0_1"))
+    accumulator.Reload()
+    tags = set(accumulator.Tags()["scalars"])
+    for tag in (
+        "rollout/ep_rew_mean",
+        "train/loss",
+        "train/value_loss",
+        "feedback/phase",
+        "feedback/guide_weight",
+        "feedback/hints_per_episode",
+        "feedback/config_version",
+        "feedback/validation_success",
+        "feedback/validation_success_unguided",
+        "feedback/hint_reliance",
+        "feedback/alert",
+        "system/steps_per_s",
+        "system/rss_mb",
+    ):
+        assert tag in tags, tag
+    phases = [e.value for e in accumulator.Scalars("feedback/phase")]
+    assert phases[0] == 1.0 and phases[-1] == 3.0  # guide ... review
+    with TrajectoryStore(run / "trajectories") as store:
+        metas = store.episodes()
+        episodes = list(store.iter_episodes())
+    rounds = {int(m.round) for m in metas}  # filed under the round they started in
+    assert 0 in rounds and max(rounds) >= 5
+    assert 512 - 2 * 80 <= sum(m.length for m in metas) <= 512
+    kinds = np.concatenate([e.columns["feedback/type"] for e in episodes])
+    assert (kinds & 1).any() and (kinds & 2).any()  # hints and reviews
+    agent = rollback(run)
+    assert isinstance(agent, torch.nn.Module)
+
+
+def test_a_torch_run_resumes_where_it_stopped(tmp_path):
+    first = _config(tmp_path, steps=256)
+    finished = train_run(first)
+    assert train_run(dataclasses.replace(first, learning_rate=1e-3), resume=True) == finished
+    state = train_run(_config(tmp_path, steps=512), resume=True)
+    assert state["round"] == 7 and state["timesteps"] == 512
+    assert list(read_curve(tmp_path / "run")["round"]) == [1.0, 3.0, 4.0, 5.0, 7.0, 8.0]
+    assert len(state["controller"]["schedule"]["history"]) == 0  # fixed switch: nothing moved
+    with pytest.raises(FileNotFoundError):
+        rollback(tmp_path / "nothing")
+
+
+def test_a_torch_run_refuses_a_network_it_cannot_build(tmp_path):
+    with pytest.raises(ValueError, match="two hidden layers"):
+        train_run(dataclasses.replace(_config(tmp_path), net_arch=[64, 32]))
+
+
+def test_the_train_command_runs_the_torch_trainer(tmp_path):
+    out = tmp_path / "cli"
+    args = ["train", "--env", "feedbackgym/OpsIncidentEasy-v0", "--steps", "1024"]
+    args += ["--trainer", "torch", "--device", "cpu", "--out", str(out), "--gamma", "0.95"]
+    result = subprocess.run(
+        [sys.executable, "-m", "feedbackgym", *args], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.splitlines()[0])["timesteps"] == 1024
+    saved = RunConfig.from_json((out / "config.json").read_text())
+    assert saved.arm_config(saved.feedback).shaping.gamma == 0.95
+    refused = subprocess.run(
+        [sys.executable, "-m", "feedbackgym", *args[:-2], "--device", "cuda:7"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if not torch.cuda.is_available():
+        assert refused.returncode == 2 and "no CUDA GPU" in refused.stderr
