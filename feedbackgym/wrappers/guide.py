@@ -64,7 +64,7 @@ class AddGuide(FeedbackWrapper):
 
     Example:
         >>> import gymnasium as gym, feedbackgym
-        >>> env = AddGuide(gym.make("feedbackgym/OpsIncidentEasy-v0"), every=2)
+        >>> env = AddGuide(gym.make("feedbackgym/OpsIncidentEasy-v0"), every=2, dropout=0.0)
         >>> _, info = env.reset(seed=0)
         >>> info["feedback"]["guide"]["subgoal_ids"]
         ['triage_db_primary', 'find_root_cause']
