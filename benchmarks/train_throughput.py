@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
-from typing import Any
 
 import numpy as np
 import torch
@@ -31,6 +30,7 @@ import feedbackgym
 from feedbackgym.baselines.arms import arm_config
 from feedbackgym.baselines.ppo import PPOConfig, train
 from feedbackgym.config import FeedbackConfig
+from feedbackgym.datasets import TrajectoryStore
 
 ENV_ID = "feedbackgym/OpsIncidentHard-v0"
 ARM = "guide-then-review"
@@ -79,11 +79,19 @@ def sb3_rate(steps: int, config: FeedbackConfig) -> float:
     return rate
 
 
-def torch_rate(steps: int, num_envs: int, record: Any) -> float:
-    """Steps/s of the torch trainer on the stack, recording to ``record`` if given."""
+def torch_rate(steps: int, num_envs: int, record: str | None) -> float:
+    """Steps/s of the torch trainer on the stack, recording to a store at ``record`` if given.
+
+    The store is shared by the in-process envs (one writer), as a run's is,
+    and sealed before the clock stops.
+    """
     config = PPOConfig(ENV_ID, ARM, total_timesteps=steps, num_envs=num_envs, device="cpu")
     start = time.perf_counter()
-    train(config, record=record)
+    if record is None:
+        train(config)
+    else:
+        with TrajectoryStore(record) as store:
+            train(config, record=store)
     return config.rounds * config.num_envs * config.num_steps / (time.perf_counter() - start)
 
 

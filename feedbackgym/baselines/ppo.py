@@ -26,6 +26,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -73,6 +74,8 @@ class PPOConfig(ArmFeedback):
         gae_lambda: GAE's λ.
         num_minibatches: Minibatches per epoch.
         update_epochs: Epochs per round.
+        update_threads: Torch threads for the update on the CPU (the envs wait
+            meanwhile; inference between env steps keeps one).
         clip_coef: PPO's clip.
         ent_coef: Entropy bonus.
         vf_coef: Value-loss weight.
@@ -104,7 +107,8 @@ class PPOConfig(ArmFeedback):
     anneal_lr: bool = False
     gae_lambda: float = 0.95
     num_minibatches: int = 4
-    update_epochs: int = 10
+    update_epochs: int = 4
+    update_threads: int = 2
     clip_coef: float = 0.2
     ent_coef: float = 0.01
     vf_coef: float = 0.5
@@ -180,13 +184,24 @@ class Agent(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Samples (or scores) an action: action, log-prob, entropy, value."""
         features = self.features(obs)
-        distribution = Categorical(logits=self.actor(features))
+        distribution = Categorical(logits=self.actor(features), validate_args=False)
         if action is None:
             action = distribution.sample()
         return (
             action,
             distribution.log_prob(action),
             distribution.entropy(),
+            self.critic(features).squeeze(-1),
+        )
+
+    def sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Samples an action for each row: action, log-prob, value (the rollout's fast path)."""
+        features = self.features(obs)
+        log_probs = torch.log_softmax(self.actor(features), dim=-1)
+        action = torch.multinomial(log_probs.exp(), 1)
+        return (
+            action.squeeze(-1),
+            log_probs.gather(1, action).squeeze(-1),
             self.critic(features).squeeze(-1),
         )
 
@@ -204,7 +219,11 @@ def make_vector_env(config: PPOConfig, feedback: FeedbackConfig, *, record: Any 
         return TrainerView(stack, text_length)
 
     vector_cls = gym.vector.AsyncVectorEnv if config.async_envs else gym.vector.SyncVectorEnv
-    return vector_cls([build] * config.num_envs, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    return vector_cls(
+        [build] * config.num_envs,
+        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+        copy=False,  # the learner copies each observation into its rollout before the next step
+    )
 
 
 class Rollout:
@@ -295,7 +314,7 @@ class Learner:
             buffer.episode[t] = self._episode
             buffer.episode_step[t] = self._episode_step
             with torch.inference_mode():
-                action, logprob, _, value = agent.act(self.next_obs)
+                action, logprob, value = agent.sample(self.next_obs)
             obs, reward, terminated, truncated, info = envs.step(action.cpu().numpy())
             done = terminated | truncated
             buffer.actions[t] = action
@@ -355,6 +374,16 @@ class Learner:
         config, buffer = self.config, self.buffer
         if learning_rate is not None:
             self.optimizer.param_groups[0]["lr"] = learning_rate
+        if self.device.type != "cpu":
+            return self._update(config, buffer)
+        threads = torch.get_num_threads()
+        torch.set_num_threads(max(1, min(config.update_threads, os.cpu_count() or 1)))
+        try:
+            return self._update(config, buffer)
+        finally:
+            torch.set_num_threads(threads)
+
+    def _update(self, config: PPOConfig, buffer: Rollout) -> dict[str, float]:
         advantages, returns = (x.reshape(-1) for x in self.advantages())
         obs = buffer.obs.reshape(-1, buffer.obs.shape[-1])
         actions, logprobs = buffer.actions.reshape(-1), buffer.logprobs.reshape(-1)

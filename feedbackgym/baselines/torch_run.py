@@ -41,12 +41,8 @@ except ImportError as error:
 
 __all__ = ["ppo_config", "rollback", "train_torch_run"]
 
-MINIBATCH = 256
-"""Samples per minibatch, as the SB3 path trains (its ``batch_size``)."""
-
-
 def ppo_config(config: RunConfig) -> PPOConfig:
-    """The torch trainer's settings for a run (SB3's PPO defaults where the run is silent).
+    """The torch trainer's settings for a run (:class:`~.ppo.PPOConfig`'s where the run is silent).
 
     Raises:
         ValueError: ``net_arch`` is not two layers of one width (the torch agent's shape).
@@ -64,7 +60,6 @@ def ppo_config(config: RunConfig) -> PPOConfig:
         async_envs=config.subprocess,
         learning_rate=config.learning_rate,
         anneal_lr=config.anneal_lr,
-        num_minibatches=max(1, config.n_envs * config.n_steps // MINIBATCH),
         ent_coef=config.ent_coef,
         hidden=arch[0],
         review_credit=config.review_credit,
