@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from feedbackgym.baselines.arms import ArmFeedback, checked_keep_checkpoints, rounds_for
-from feedbackgym.baselines.rundir import drop_curve_rows_after, read_state
+from feedbackgym.baselines.rundir import drop_curve_rows_after, read_state, write_state
 from feedbackgym.config import FeedbackConfig
 from feedbackgym.wrappers.stack import make
 
@@ -24,6 +24,7 @@ __all__ = [
     "DEFAULT_NET_ARCH",
     "TRAINERS",
     "RunConfig",
+    "close_run",
     "open_store",
     "prepare_run_dir",
 ]
@@ -170,3 +171,23 @@ def open_store(config: RunConfig) -> Any:
     from feedbackgym.datasets import TrajectoryStore
 
     return TrajectoryStore(path)
+
+
+def close_run(
+    config: RunConfig, controller: Any, closables: list[Any], store: Any
+) -> dict[str, Any]:
+    """Closes what a run opened (``None`` entries skipped), then the store; returns its state.
+
+    The final state is ``state.json`` with the rounds the reward-drop alert fired at.
+    """
+    try:
+        for closable in closables:
+            if closable is not None:
+                closable.close()
+    finally:
+        if store is not None and not isinstance(store, str):
+            store.close()
+    final = read_state(Path(config.out_dir))
+    final["alerts"] = list(controller.alert.fired)
+    write_state(Path(config.out_dir), final)
+    return final

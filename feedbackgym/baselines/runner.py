@@ -21,14 +21,13 @@ from feedbackgym.baselines.rounds import RoundBook
 from feedbackgym.baselines.run import (
     DEFAULT_NET_ARCH,
     RunConfig,
+    close_run,
     open_store,
     prepare_run_dir,
 )
 from feedbackgym.baselines.rundir import (
     CURVE_FIELDS,
     read_curve,
-    read_state,
-    write_state,
 )
 from feedbackgym.config import FeedbackConfig
 from feedbackgym.errors import DependencyNotInstalled
@@ -218,15 +217,8 @@ def train_sb3_run(
                 tb_log_name=f"{config.arm}_seed{config.seed}",
             )
     finally:
-        for env in (venv, eval_env):
-            if env is not None:
-                env.close()
-        if store is not None and not isinstance(store, str):
-            store.close()
-    final = read_state(run_dir)
-    final["alerts"] = list(controller.alert.fired)
-    write_state(run_dir, final)
-    return final
+        closed = close_run(config, controller, [venv, eval_env], store)
+    return closed
 
 
 def rollback(run_dir: str | Path) -> PPO:

@@ -27,8 +27,7 @@ from feedbackgym.baselines.ppo import (
     make_vector_env,
 )
 from feedbackgym.baselines.rounds import RoundBook
-from feedbackgym.baselines.run import RunConfig, open_store, prepare_run_dir
-from feedbackgym.baselines.rundir import read_state, write_state
+from feedbackgym.baselines.run import RunConfig, close_run, open_store, prepare_run_dir
 from feedbackgym.baselines.system import SystemMonitor
 from feedbackgym.errors import DependencyNotInstalled
 from feedbackgym.protocol import call_envs
@@ -40,6 +39,7 @@ except ImportError as error:
     raise DependencyNotInstalled.for_extra("torch", "baselines") from error
 
 __all__ = ["ppo_config", "rollback", "train_torch_run"]
+
 
 def ppo_config(config: RunConfig) -> PPOConfig:
     """The torch trainer's settings for a run (:class:`~.ppo.PPOConfig`'s where the run is silent).
@@ -117,17 +117,8 @@ def train_torch_run(
         writer = SummaryWriter(str(run_dir / "tb" / f"{config.arm}_seed{config.seed}_1"))
         _train_rounds(config, ppo, learner, controller, book, writer, first_round, device)
     finally:
-        for env in (envs, eval_env):
-            if env is not None:
-                env.close()
-        if writer is not None:
-            writer.close()
-        if store is not None and not isinstance(store, str):
-            store.close()
-    final = read_state(run_dir)
-    final["alerts"] = list(controller.alert.fired)
-    write_state(run_dir, final)
-    return final
+        closed = close_run(config, controller, [envs, eval_env, writer], store)
+    return closed
 
 
 def _train_rounds(

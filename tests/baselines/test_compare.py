@@ -22,7 +22,8 @@ from feedbackgym.baselines.stats import success_around_switch
 PHASES = {"g": "guide", "f": "fade", "r": "review"}
 
 
-def test_compare_writes_every_output(tmp_path):
+@pytest.mark.parametrize("trainer", ["sb3", "torch"])
+def test_compare_writes_every_output(tmp_path, trainer):
     config = ComparisonConfig(
         env_id="feedbackgym/OpsIncidentEasy-v0",
         arms=["sparse", "guide-then-review"],
@@ -36,6 +37,8 @@ def test_compare_writes_every_output(tmp_path):
         eval_episodes=2,
         feedback_overrides={"schedule": {"fade": 1}, "guide": {"dropout_scope": "episode"}},
         record=True,
+        trainer=trainer,
+        device="cpu",
     )
     rows = run_comparison(config, show_progress=False)
     assert [r["arm"] for r in rows] == ["sparse", "guide-then-review"]
@@ -57,10 +60,14 @@ def test_compare_writes_every_output(tmp_path):
             run = tmp_path / "runs" / f"{arm}-seed{seed}"
             assert (run / "curve.csv").exists() and any((run / "tb").rglob("events.out.*"))
             assert any((run / "trajectories").glob("*.h5"))  # --record
+            suffix = ".zip" if trainer == "sb3" else ".pt"
+            assert (run / "checkpoints" / f"best{suffix}").exists()
             saved = RunConfig.from_json((run / "config.json").read_text())
             assert saved.arm_config(saved.feedback).guide.dropout_scope == "episode"
     markdown = (tmp_path / "results.md").read_text()
     assert markdown.startswith("| arm |") and "guide-then-review" in markdown
+    with pytest.raises(ValueError, match="trainer"):
+        dataclasses.replace(config, trainer="jax")
 
 
 def test_compare_command_rejects_bad_input(tmp_path):
@@ -150,26 +157,3 @@ def test_the_plot_shades_the_median_switch_of_the_runs(tmp_path):
     assert plot_curves(tmp_path, runs, title="t", planned_switch=planned).stat().st_size > 0
     assert _phase_bounds(runs[:0], planned) == [planned]  # none switched yet: the plan
     assert _phase_bounds(runs[:0], None) == []  # no two-phase arm: nothing shaded
-
-
-def test_compare_runs_the_torch_trainer(tmp_path):
-    config = ComparisonConfig(
-        env_id="feedbackgym/OpsIncidentEasy-v0",
-        arms=["sparse", "guide-then-review"],
-        seeds=1,
-        steps=256,
-        out=str(tmp_path),
-        n_envs=2,
-        n_steps=32,
-        eval_every=2,
-        eval_episodes=2,
-        trainer="torch",
-        device="cpu",
-    )
-    rows = run_comparison(config, show_progress=False)
-    assert [r["arm"] for r in rows] == ["sparse", "guide-then-review"]
-    for arm in config.arms:
-        run = tmp_path / "runs" / f"{arm}-seed0"
-        assert (run / "checkpoints" / "best.pt").exists() and (run / "curve.csv").exists()
-    with pytest.raises(ValueError, match="trainer"):
-        dataclasses.replace(config, trainer="jax")
