@@ -79,8 +79,10 @@ class RewardDropAlert:
 
     def update(self, round_: int, mean_reward: float) -> bool:
         """Adds one round's mean reward; returns whether the alert fired."""
+        if not math.isfinite(mean_reward):
+            return False  # a round without a finite mean neither counts nor breaks a streak
         last, self._last = self._last, mean_reward
-        if last is None or not math.isfinite(mean_reward):
+        if last is None:
             return False
         fell = last != 0 and (last - mean_reward) / abs(last) > self.drop  # -1 -> -1.5 falls
         self._falls = self._falls + 1 if fell else 0

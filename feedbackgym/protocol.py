@@ -50,7 +50,6 @@ __all__ = [
     "TaskEnv",
     "WrapperStats",
     "call_envs",
-    "env_count",
 ]
 
 # --- info keys ----------------------------------------------------------------------------
@@ -224,12 +223,6 @@ class TaskEnv(Protocol):
 
     def parse_action(self, text: str) -> Any:
         """The action index that ``text`` names; raises ``InvalidAction`` if none."""
-
-
-def env_count(envs: Any) -> int:
-    """How many envs ``envs`` holds (1 for a single env)."""
-    num = getattr(envs, "num_envs", None)
-    return int(num) if num is not None else 1
 
 
 def call_envs(envs: Any, method: str, *args: Any, **kwargs: Any) -> list[Any]:

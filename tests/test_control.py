@@ -141,3 +141,27 @@ def test_each_config_section_names_its_wrapper_s_keyword_arguments():
         assert set(section.model_fields) <= set(parameters), wrapper.__name__
         for name, field in section.model_fields.items():  # one home for each default
             assert parameters[name].default == field.default, (wrapper.__name__, name)
+
+
+def test_a_pushed_config_reaches_every_setting_of_the_stack():
+    config = merge_config(
+        FeedbackConfig.for_arm("guide"),
+        {"guide": {"every": 3, "dropout_scope": "step"}, "shaping": {"terminal": "zero"}},
+    )
+    env = feedbackgym.make(ENV, "guide")
+    FeedbackController(config, envs=env).update(1)
+    guide, shaping = env.get_wrapper_attr("dropout_scope"), env.get_wrapper_attr("terminal")
+    assert (env.get_wrapper_attr("every"), guide, shaping) == (3, "step", "zero")
+
+
+def test_a_round_without_a_finite_mean_neither_counts_nor_breaks_a_fall():
+    alert = RewardDropAlert()
+    means = [1.0, 0.7, float("nan"), 0.5, 0.3]
+    assert [alert.update(r, v) for r, v in enumerate(means)][-1]
+
+
+def test_a_run_s_schedule_counts_rounds():
+    from feedbackgym.baselines.arms import arm_config
+
+    with pytest.raises(ConfigError, match="rounds"):
+        arm_config("guide", merge_config(FeedbackConfig(), {"schedule": {"unit": "steps"}}), 10)

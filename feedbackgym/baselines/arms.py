@@ -25,6 +25,7 @@ from typing import Any
 
 from feedbackgym.config import FeedbackConfig, merge_config
 from feedbackgym.control import FeedbackController
+from feedbackgym.errors import ConfigError
 
 __all__ = ["ArmFeedback", "arm_config", "checked_keep_checkpoints", "rounds_for"]
 
@@ -49,13 +50,17 @@ def arm_config(arm: str, base: FeedbackConfig, rounds: int) -> FeedbackConfig:
     """The config of ``arm`` in a run of ``rounds`` rounds: the arm's preset on ``base``.
 
     Raises:
-        ConfigError: Unknown arm.
+        ConfigError: Unknown arm, or a schedule counted in steps.
 
     Example:
         >>> config = arm_config("sparse", FeedbackConfig(), rounds=40)
         >>> config.schedule.arm, config.schedule.total, config.shaping.scale
         ('sparse', 40.0, 0.0)
     """
+    if base.schedule.unit != "rounds":
+        raise ConfigError(
+            "schedule.unit: a run counts its schedule in rounds (its length sets the total)"
+        )
     return FeedbackConfig.for_arm(arm, merge_config(base, {"schedule": {"total": rounds}}))
 
 

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import queue
 from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from feedbackgym._process import exit_with_parent
 from feedbackgym.baselines.arms import arm_config, checked_keep_checkpoints, rounds_for
 from feedbackgym.baselines.report import plot_curves, write_tables
 from feedbackgym.baselines.stats import Curve, summarize_arm
@@ -178,11 +180,22 @@ At 61,440 steps no arm had learned anything yet (all 0%); at 150k steps sparse i
 at 0% while guide-then-review is at about 40% (see the README's Results)."""
 
 
-def _run_one(config: Any, resume: bool, queue: Any) -> dict[str, Any]:
+_progress_queue: Any = None
+"""The queue a worker reports its runs' progress to (set by :func:`_start_worker`)."""
+
+
+def _start_worker(queue: Any) -> None:
+    """Pool initializer: keeps the progress queue; ends the worker if the comparison dies."""
+    global _progress_queue
+    _progress_queue = queue
+    exit_with_parent()
+
+
+def _run_one(config: Any, resume: bool) -> dict[str, Any]:
     from feedbackgym.baselines.train import train_run
 
     def progress(steps: int) -> None:
-        queue.put((config.out_dir, steps))
+        _progress_queue.put((config.out_dir, steps))
 
     return train_run(config, resume=resume, progress=progress)
 
@@ -200,24 +213,26 @@ def run_comparison(
     (out / "config.json").write_text(config.to_json())
     runs = config.run_configs()
     context = multiprocessing.get_context("spawn")
-    with context.Manager() as manager:
-        queue = manager.Queue()
-        bar = _progress_bar(len(runs) * config.steps, show_progress)
-        done = {run.out_dir: _steps_done(run.out_dir) for run in runs} if resume else {}
-        with ProcessPoolExecutor(max_workers=config.jobs, mp_context=context) as pool:
-            pending = {pool.submit(_run_one, run, resume, queue) for run in runs}
-            while pending:
-                finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    future.result()  # re-raise a run's error here
-                while not queue.empty():
-                    run_dir, steps = queue.get()
-                    done[run_dir] = steps
-                if bar is not None and sum(done.values()) != bar.n:
-                    bar.n = sum(done.values())
-                    bar.refresh()
-        if bar is not None:
-            bar.close()
+    progress = context.Queue()  # no manager process: nothing outlives a killed comparison
+    bar = _progress_bar(len(runs) * config.steps, show_progress)
+    done = {run.out_dir: _steps_done(run.out_dir) for run in runs} if resume else {}
+    with ProcessPoolExecutor(
+        max_workers=config.jobs,
+        mp_context=context,
+        initializer=_start_worker,
+        initargs=(progress,),
+    ) as pool:
+        pending = {pool.submit(_run_one, run, resume) for run in runs}
+        while pending:
+            finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+            for future in finished:
+                future.result()  # re-raise a run's error here
+            _drain(progress, done)
+            if bar is not None and sum(done.values()) != bar.n:
+                bar.n = sum(done.values())
+                bar.refresh()
+    if bar is not None:
+        bar.close()
     rows = summarize_runs(out, runs)
     write_tables(out, rows)
     plot_curves(
@@ -227,6 +242,16 @@ def run_comparison(
         planned_switch=config.planned_switch(),
     )
     return rows
+
+
+def _drain(progress: Any, done: dict[str, int]) -> None:
+    """Takes every progress report waiting in the queue (run directory, steps done)."""
+    while True:
+        try:
+            run_dir, steps = progress.get_nowait()
+        except queue.Empty:
+            return
+        done[run_dir] = steps
 
 
 def _steps_done(run_dir: str) -> int:

@@ -137,7 +137,10 @@ class TrainerView(gym.Wrapper[np.ndarray, Any, Any, Any]):
     ) -> tuple[np.ndarray, dict[str, Any]]:
         """Resets the env; the info holds only the trainer's keys."""
         obs, info = self.env.reset(seed=seed, options=options)
-        self._episode += 1
+        if seed is not None:  # a seeded reset starts the episode count (and its credits) anew
+            self._episode, self._credits = 0, []
+        else:
+            self._episode += 1
         return self.layout.flatten(obs), {ENV_REWARD: 0.0, IS_SUCCESS: False}
 
     def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:

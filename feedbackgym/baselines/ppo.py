@@ -322,12 +322,13 @@ class Learner:
             buffer.values[t] = value
             buffer.rewards[t] = torch.as_tensor(reward, dtype=torch.float32, device=self.device)
             buffer.dones[t] = torch.as_tensor(done, dtype=torch.float32, device=self.device)
-            if truncated.any() and not self.config.time_limit_terminal:
+            cut = truncated & ~terminated  # a time limit on a terminal step ends the episode
+            if cut.any() and not self.config.time_limit_terminal:
                 # a cut-off episode's value, from its final observation
-                final = np.stack([info["final_obs"][i] for i in np.flatnonzero(truncated)])
+                final = np.stack([info["final_obs"][i] for i in np.flatnonzero(cut)])
                 with torch.inference_mode():
                     bootstrap = agent.value(torch.as_tensor(final, device=self.device))
-                index = torch.as_tensor(np.flatnonzero(truncated), device=self.device)
+                index = torch.as_tensor(np.flatnonzero(cut), device=self.device)
                 buffer.rewards[t, index] += self.gamma * bootstrap
             env_reward = np.asarray(info[ENV_REWARD], np.float64)
             if done.any():  # a finished episode's last info is its final_info (same-step reset)
@@ -342,10 +343,9 @@ class Learner:
                 self._episode[done] += 1
                 self._episode_step[done] = 0
             self.next_obs = torch.as_tensor(obs, device=self.device)
-        if self.config.review_credit:
-            for env, credits in enumerate(envs.call("take_credits")):
-                for credit in credits:
-                    buffer.add_credit(env, credit)
+        for env, credits in enumerate(envs.call("take_credits")):  # taken even if unused
+            for credit in credits if self.config.review_credit else ():
+                buffer.add_credit(env, credit)
         self.episode_returns = (self.episode_returns + finished)[-100:]
         self.episode_successes = (self.episode_successes + successes)[-100:]
         trend = {"episodes": float(len(finished))}
@@ -455,13 +455,13 @@ def train(
     device = resolve_device(config.device)
     controller = config.controller()
     envs = make_vector_env(config, controller.config, record=record)
-    learner = Learner(config, envs, controller.config.shaping.gamma, device)
-    if config.bc_episodes:
-        clone_into(learner.agent, config, controller.config, device)
     history: list[dict[str, float]] = []
     system = SystemMonitor()
     trend: dict[str, float] = {}
     try:
+        learner = Learner(config, envs, controller.config.shaping.gamma, device)
+        if config.bc_episodes:
+            clone_into(learner.agent, config, controller.config, device)
         controller.attach(envs)
         learner.reset(config.seed)
         for round_ in range(config.rounds):

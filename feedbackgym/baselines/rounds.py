@@ -93,14 +93,15 @@ class RoundBook:
         """
         self.checkpoints.mkdir(parents=True, exist_ok=True)
         save(self.checkpoint(finished))
-        drop_old_checkpoints(self.checkpoints, self.config.keep_checkpoints, self.suffix)
         state = read_state(self.run_dir)
         last = finished + 1 >= self.config.rounds
         if finished % self.config.eval_every == 0 or last:
             evaluation = self.validate(finished + 1, timesteps, policy, log)
             if evaluation.success > self.best:
                 self.best = evaluation.success
-                shutil.copyfile(self.checkpoint(finished), self.checkpoints / f"best{self.suffix}")
+                best = self.checkpoints / f"best{self.suffix}"
+                shutil.copyfile(self.checkpoint(finished), best.with_name(best.name + ".tmp"))
+                best.with_name(best.name + ".tmp").replace(best)  # atomic, like state.json
                 state["best_round"] = finished
             state["best_success"] = self.best
         state.update(
@@ -110,6 +111,8 @@ class RoundBook:
             pending_report=pending_report,
         )
         write_state(self.run_dir, state)
+        # Only now: a crash before the state names this round must find the last one.
+        drop_old_checkpoints(self.checkpoints, self.config.keep_checkpoints, self.suffix)
         if self.report_progress is not None:
             self.report_progress(timesteps)
 

@@ -180,13 +180,15 @@ def close_run(
 
     The final state is ``state.json`` with the rounds the reward-drop alert fired at.
     """
-    try:
-        for closable in closables:
-            if closable is not None:
+    errors: list[BaseException] = []
+    for closable in [*closables, None if isinstance(store, str) else store]:
+        if closable is not None:
+            try:
                 closable.close()
-    finally:
-        if store is not None and not isinstance(store, str):
-            store.close()
+            except Exception as error:  # close the rest, then report the first failure
+                errors.append(error)
+    if errors:
+        raise errors[0]
     final = read_state(Path(config.out_dir))
     final["alerts"] = list(controller.alert.fired)
     write_state(Path(config.out_dir), final)

@@ -102,5 +102,6 @@ def write_state(run_dir: Path, state: dict[str, Any]) -> None:
 def drop_old_checkpoints(checkpoints: Path, keep: int, suffix: str) -> None:
     """Deletes all but the ``keep`` newest round checkpoints (0 keeps every one)."""
     if keep:
-        for old in sorted(checkpoints.glob(f"round_*{suffix}"))[:-keep]:
+        rounds = sorted(checkpoints.glob(f"round_*{suffix}"), key=lambda p: int(p.stem[6:]))
+        for old in rounds[:-keep]:
             old.unlink()

@@ -114,11 +114,24 @@ def train_torch_run(
         pending = state.get("pending_report")
         if first_round == 0 or pending is not None:
             controller.update(first_round, **(pending or {}))
-        writer = SummaryWriter(str(run_dir / "tb" / f"{config.arm}_seed{config.seed}_1"))
+        writer = SummaryWriter(
+            str(_tb_dir(run_dir / "tb", f"{config.arm}_seed{config.seed}", first_round))
+        )
         _train_rounds(config, ppo, learner, controller, book, writer, first_round, device)
     finally:
         closed = close_run(config, controller, [envs, eval_env, writer], store)
     return closed
+
+
+def _tb_dir(tb: Path, name: str, first_round: int) -> Path:
+    """SB3's TensorBoard folders: a new run takes ``name_N+1``, a resumed one ``name_N``."""
+    taken = [
+        int(p.name.rsplit("_", 1)[1])
+        for p in tb.glob(f"{name}_*")
+        if p.name.rsplit("_", 1)[1].isdigit()
+    ]
+    last = max(taken, default=0)
+    return tb / f"{name}_{last if first_round > 0 and last else last + 1}"
 
 
 def _train_rounds(

@@ -117,12 +117,9 @@ class AddGuide(FeedbackWrapper):
             max_subgoals=max_subgoals,
             text_limit=HINT_TEXT_LIMIT,
         )
-        if dropout_scope not in DROPOUT_SCOPES:
-            raise ValueError(
-                f"dropout_scope must be one of {DROPOUT_SCOPES}, got {dropout_scope!r}"
-            )
-        self.dropout_scope = dropout_scope
-        self.configure(every=every, lookahead=lookahead, dropout=dropout)
+        self.configure(
+            every=every, lookahead=lookahead, dropout=dropout, dropout_scope=dropout_scope
+        )
         self.set_weight(weight)
         self._targets = _vocabulary(env, "target_vocabulary")
         self._kinds = _vocabulary(env, "subgoal_kinds")
@@ -146,14 +143,19 @@ class AddGuide(FeedbackWrapper):
 
     # --- runtime setters (reach subprocess workers through env_method / call) -------------
 
-    def configure(self, *, every: int, lookahead: int, dropout: float) -> None:
+    def configure(self, *, every: int, lookahead: int, dropout: float, dropout_scope: str) -> None:
         """Changes the guide density, lookahead and dropout (hot reload)."""
         if every < 1:
             raise ValueError(f"every must be at least 1, got {every}")
         if not 0.0 <= dropout <= 1.0:
             raise ValueError(f"dropout must be in [0, 1], got {dropout}")
+        if dropout_scope not in DROPOUT_SCOPES:
+            raise ValueError(
+                f"dropout_scope must be one of {DROPOUT_SCOPES}, got {dropout_scope!r}"
+            )
         self.every = every
         self.dropout = dropout
+        self.dropout_scope = dropout_scope
         self._guide = SubgoalGuide(lookahead)
 
     # --- Gymnasium API --------------------------------------------------------------------

@@ -172,7 +172,12 @@ class FadeGuideToReview(
         self._config = config
         if self._guide is not None:
             g = config.guide
-            self._guide.configure(every=g.every, lookahead=g.lookahead, dropout=g.dropout)
+            self._guide.configure(
+                every=g.every,
+                lookahead=g.lookahead,
+                dropout=g.dropout,
+                dropout_scope=g.dropout_scope,
+            )
         if self._review is not None:
             r = config.review
             self._review.configure(
@@ -180,7 +185,10 @@ class FadeGuideToReview(
             )
         if self._shaping is not None:
             self._shaping_scale = config.shaping.scale
-            self._shaping.set_shaping(gamma=config.shaping.gamma, scale=config.shaping.scale)
+            shaping = config.shaping
+            self._shaping.set_shaping(
+                gamma=shaping.gamma, scale=shaping.scale, terminal=shaping.terminal
+            )
 
 
 def _as_schedule(schedule: str | dict[str, Any] | Schedule) -> Schedule:

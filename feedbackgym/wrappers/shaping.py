@@ -88,16 +88,20 @@ class ShapeWithSubgoals(
     ) -> None:
         gym.utils.RecordConstructorArgs.__init__(self, gamma=gamma, scale=scale, terminal=terminal)
         gym.Wrapper.__init__(self, env)
-        self.terminal = checked_terminal(terminal)
-        self.set_shaping(gamma=gamma, scale=scale)
+        self.set_shaping(gamma=gamma, scale=scale, terminal=terminal)
         self._potential = 0.0
 
-    def set_shaping(self, *, gamma: float, scale: float) -> None:
-        """Changes γ and the potential's scale (hot reload, or a Φ annealed over training)."""
+    def set_shaping(self, *, gamma: float, scale: float, terminal: str | None = None) -> None:
+        """Changes γ, the potential's scale and (if given) the terminal mode.
+
+        For hot reload, or a Φ annealed over training.
+        """
         if scale < 0:
             raise ValueError(f"scale must be non-negative, got {scale}")
         self.gamma = checked_gamma(gamma)
         self.scale = float(scale)
+        if terminal is not None:
+            self.terminal = checked_terminal(terminal)
 
     def potential(self, progress: dict[str, bool]) -> float:
         """Φ of a state with subgoal ``progress``."""

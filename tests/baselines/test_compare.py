@@ -2,8 +2,10 @@ import csv
 import dataclasses
 import json
 import math
+import os
 import subprocess
 import sys
+import time
 from types import SimpleNamespace
 
 import numpy as np
@@ -157,3 +159,40 @@ def test_the_plot_shades_the_median_switch_of_the_runs(tmp_path):
     assert plot_curves(tmp_path, runs, title="t", planned_switch=planned).stat().st_size > 0
     assert _phase_bounds(runs[:0], planned) == [planned]  # none switched yet: the plan
     assert _phase_bounds(runs[:0], None) == []  # no two-phase arm: nothing shaded
+
+
+def _children(pid):
+    """Pids of the processes whose parent is ``pid`` (from /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = open(f"/proc/{entry}/stat").read()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def test_a_killed_comparison_leaves_no_worker_behind(tmp_path):
+    from feedbackgym._process import pid_alive
+
+    args = ["--env", "feedbackgym/OpsIncidentEasy-v0", "--arms", "sparse", "--seeds", "1"]
+    args += ["--steps", "1000000", "--out", str(tmp_path)]
+    parent = subprocess.Popen(
+        [sys.executable, "-m", "feedbackgym", "compare", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (tmp_path / "runs" / "sparse-seed0").exists():
+        time.sleep(0.2)
+    children = _children(parent.pid)
+    assert children, "the comparison started no worker"
+    parent.kill()  # kill -9: no cleanup in the parent
+    parent.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(pid_alive(pid) for pid in children):
+        time.sleep(0.2)
+    assert not any(pid_alive(pid) for pid in children)

@@ -79,6 +79,39 @@ class _Ticks(gym.Env):
         return {"x": np.full(1, self.t, np.float32)}, 1.0, False, self.t == 2, {}
 
 
+class _LastTick(_Ticks):
+    """The episode ends on its second step, which is also its time limit."""
+
+    def step(self, action):
+        obs, reward, _, truncated, info = super().step(action)
+        return obs, reward, truncated, truncated, info
+
+
+def test_an_episode_that_ends_at_its_time_limit_is_not_bootstrapped():
+    config = _config("sparse", num_envs=1, num_steps=4)
+    envs = gym.vector.SyncVectorEnv(
+        [lambda: TrainerView(_LastTick())], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP
+    )
+    learner = Learner(config, envs, 0.9, torch.device("cpu"))
+    learner.reset(0)
+    learner.collect()
+    assert learner.buffer.rewards[:, 0].tolist() == [1.0] * 4
+
+
+def test_a_seeded_reset_starts_the_episode_count_and_drops_old_credits():
+    import feedbackgym
+
+    env = TrainerView(feedbackgym.make("feedbackgym/OpsIncidentEasy-v0", "review"))
+    env.reset(seed=0)
+    done = False
+    while not done:
+        *_, terminated, truncated, _ = env.step(0)
+        done = terminated or truncated
+    env.reset()
+    env.reset(seed=1)
+    assert env.take_credits() == [] and env._episode == 0
+
+
 def _ticks_learner(**kwargs):
     config = _config("sparse", num_envs=1, num_steps=4, **kwargs)
     envs = gym.vector.SyncVectorEnv(
