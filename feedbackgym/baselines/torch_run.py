@@ -40,9 +40,14 @@ except ImportError as error:
 
 __all__ = ["ppo_config", "rollback", "train_torch_run"]
 
+SB3_BATCH, SB3_EPOCHS = 256, 10
+"""The SB3 path's minibatch and epochs: a run takes as many gradient steps per sample with
+either trainer (the bare loop's defaults, CleanRL's 4 epochs of 4 minibatches, take fewer,
+and learned slower per step on OpsIncident medium)."""
+
 
 def ppo_config(config: RunConfig) -> PPOConfig:
-    """The torch trainer's settings for a run (:class:`~.ppo.PPOConfig`'s where the run is silent).
+    """The torch trainer's settings for a run: the SB3 path's update, the run's budget and feedback.
 
     Raises:
         ValueError: ``net_arch`` is not two layers of one width (the torch agent's shape).
@@ -60,6 +65,8 @@ def ppo_config(config: RunConfig) -> PPOConfig:
         async_envs=config.subprocess,
         learning_rate=config.learning_rate,
         anneal_lr=config.anneal_lr,
+        num_minibatches=max(1, config.n_envs * config.n_steps // SB3_BATCH),
+        update_epochs=SB3_EPOCHS,
         ent_coef=config.ent_coef,
         hidden=arch[0],
         review_credit=config.review_credit,
