@@ -75,7 +75,8 @@ class PPOConfig(ArmFeedback):
         num_minibatches: Minibatches per epoch.
         update_epochs: Epochs per round.
         update_threads: Torch threads for the update on the CPU (the envs wait
-            meanwhile; inference between env steps keeps one).
+            meanwhile; inference between env steps keeps one). More threads than
+            free cores (runs side by side) slow every run down many times over.
         clip_coef: PPO's clip.
         ent_coef: Entropy bonus.
         vf_coef: Value-loss weight.

@@ -67,6 +67,7 @@ def ppo_config(config: RunConfig) -> PPOConfig:
         anneal_lr=config.anneal_lr,
         num_minibatches=max(1, config.n_envs * config.n_steps // SB3_BATCH),
         update_epochs=SB3_EPOCHS,
+        update_threads=1,  # one core a run, as SB3 runs take: compare runs them side by side
         ent_coef=config.ent_coef,
         hidden=arch[0],
         review_credit=config.review_credit,
