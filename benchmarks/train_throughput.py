@@ -7,8 +7,10 @@ the schedule), each measured in this process one after another, best of
 * env + stack: the stacks stepped with random actions, no learner (what the
   envs could feed a trainer);
 * SB3 PPO (the ``compare`` default network, 8 envs, the feedback callbacks);
-* the torch trainer (:func:`feedbackgym.baselines.ppo.train`), without and with
-  every episode recorded to an HDF5 store.
+* the torch trainer (:func:`feedbackgym.baselines.ppo.train`) at its defaults
+  (CleanRL's 4 epochs, 2 threads in the update), without and with every episode
+  recorded to an HDF5 store, and with the update a ``compare --trainer torch``
+  run makes (SB3's 10 epochs of 256 samples, one thread).
 
 Ratios are against the env + stack rate of the same run (the machine's speed
 drifts; ratios within one run do not).
@@ -29,10 +31,13 @@ import torch
 import feedbackgym
 from feedbackgym.baselines.arms import arm_config
 from feedbackgym.baselines.ppo import PPOConfig, train
+from feedbackgym.baselines.torch_run import SB3_EPOCHS
 from feedbackgym.config import FeedbackConfig
 from feedbackgym.datasets import TrajectoryStore
 
 ENV_ID = "feedbackgym/OpsIncidentHard-v0"
+COMPARE_UPDATE = {"update_epochs": SB3_EPOCHS, "num_minibatches": 8, "update_threads": 1}
+"""The update of a ``compare --trainer torch`` run (SB3's 10 epochs of 256 samples, one thread)."""
 ARM = "guide-then-review"
 
 
@@ -79,13 +84,15 @@ def sb3_rate(steps: int, config: FeedbackConfig) -> float:
     return rate
 
 
-def torch_rate(steps: int, num_envs: int, record: str | None) -> float:
+def torch_rate(steps: int, num_envs: int, record: str | None, **settings: int) -> float:
     """Steps/s of the torch trainer on the stack, recording to a store at ``record`` if given.
 
     The store is shared by the in-process envs (one writer), as a run's is,
-    and sealed before the clock stops.
+    and sealed before the clock stops. ``settings`` override :class:`PPOConfig`'s.
     """
-    config = PPOConfig(ENV_ID, ARM, total_timesteps=steps, num_envs=num_envs, device="cpu")
+    config = PPOConfig(
+        ENV_ID, ARM, total_timesteps=steps, num_envs=num_envs, device="cpu", **settings
+    )
     start = time.perf_counter()
     if record is None:
         train(config)
@@ -110,6 +117,9 @@ def main() -> None:
             "env + stack (random actions)": lambda r: stack_rate(args.steps // 4, config),
             "SB3 PPO": lambda r: sb3_rate(args.steps // 4, config),
             "torch trainer": lambda r: torch_rate(args.steps, args.num_envs, None),
+            "torch trainer, compare's update": lambda r: torch_rate(
+                args.steps, args.num_envs, None, **COMPARE_UPDATE
+            ),
             "torch trainer + recorder": lambda r: torch_rate(
                 args.steps, args.num_envs, f"{tmp}/store{r}"
             ),
