@@ -10,6 +10,7 @@ import gymnasium as gym
 import numpy as np
 
 from feedbackgym.errors import FeedbackGymError
+from feedbackgym.protocol import IS_SUCCESS, SUBGOALS
 
 __all__ = ["POLICIES", "EpisodeResult", "make_policy", "run_episodes", "summarize"]
 
@@ -89,10 +90,10 @@ def run_episodes(
             total += float(reward)
             length += 1
             done = terminated or truncated
-        progress_map: dict[str, bool] = info.get("subgoals", {})
+        progress_map: dict[str, bool] = info.get(SUBGOALS, {})
         yield EpisodeResult(
             seed=episode_seed,
-            success=bool(info.get("is_success", False)),
+            success=bool(info.get(IS_SUCCESS, False)),
             episode_return=total,
             length=length,
             subgoals_done=tuple(k for k, v in progress_map.items() if v),

@@ -31,6 +31,7 @@ from feedbackgym.datasets._codec import (
 from feedbackgym.datasets._packing import Column, Packer, Row
 from feedbackgym.datasets.columns import PHASE_DTYPE, leaf_values, row_bytes
 from feedbackgym.datasets.episode import Episode, EpisodeMeta, FeedbackType
+from feedbackgym.protocol import ENV_REWARD, FEEDBACK, IS_SUCCESS, SHAPING_REWARD, SUBGOALS
 
 __all__ = ["MAX_SUBGOALS", "EpisodeBuilder"]
 
@@ -119,21 +120,21 @@ class EpisodeBuilder:
         """
         self._observations.append(self._pack(obs))
         self._steps.append((action, reward, terminated, truncated))
-        if "env_reward" in info or "shaping_reward" in info:
-            env_reward = info.get("env_reward", reward)
-            shaping = info.get("shaping_reward", 0.0)
+        if ENV_REWARD in info or SHAPING_REWARD in info:
+            env_reward = info.get(ENV_REWARD, reward)
+            shaping = info.get(SHAPING_REWARD, 0.0)
             self._extra_rewards.append((len(self._steps) - 1, env_reward, shaping))
         self._last_info = info
         self._watch(len(self._steps), info)
 
     def _watch(self, row: int, info: dict[str, Any]) -> None:
         """Notes the subgoal progress (when it changed) and the feedback of observation ``row``."""
-        progress = info.get("subgoals")
+        progress = info.get(SUBGOALS)
         if progress != self._last_progress:
             self._last_progress = progress
             self._progress.append((row, None if progress is None else dict(progress)))
-        if "feedback" in info:
-            self._feedback.append((row, info["feedback"]))
+        if FEEDBACK in info:
+            self._feedback.append((row, info[FEEDBACK]))
 
     def build(
         self,
@@ -212,7 +213,7 @@ class EpisodeBuilder:
             subgoal_ids, masks = _subgoal_masks(self._progress, length + 1)
             columns.add("subgoals/done", masks)
         last = self._last_info
-        success = last.get("is_success")
+        success = last.get(IS_SUCCESS)
         meta = EpisodeMeta(
             task_id=self.task_id,
             round=self.round,
@@ -223,7 +224,7 @@ class EpisodeBuilder:
             success=None if success is None else bool(success),
             outcome=str(last.get("outcome", "")),
             episode_return=float(reward_column.sum()),
-            phase=str(self._first_info.get("feedback", _NONE).get("phase", "")),
+            phase=str(self._first_info.get(FEEDBACK, _NONE).get("phase", "")),
             switch_time=switch_time,
             config_version=config_version,
             config_changes=config_changes,
