@@ -28,6 +28,7 @@ from typing import Any
 from feedbackgym._process import exit_with_parent
 from feedbackgym.baselines.arms import arm_config, checked_keep_checkpoints, rounds_for
 from feedbackgym.baselines.report import plot_curves, write_tables
+from feedbackgym.baselines.run import DEFAULT_TRAINER
 from feedbackgym.baselines.stats import Curve, summarize_arm
 from feedbackgym.config import FeedbackConfig, load_config, merge_config
 from feedbackgym.schedules import ARMS
@@ -65,7 +66,8 @@ class ComparisonConfig:
             each run's ``best.zip`` is always kept).
         anneal_lr: Decay PPO's learning rate linearly to 0 over each run.
         time_limit_terminal: Let PPO treat time-limit cut-offs as ends (no bootstrap).
-        trainer: ``"sb3"`` or ``"torch"`` (see :class:`~feedbackgym.baselines.run.RunConfig`).
+        trainer: ``"torch"`` (the default) or ``"sb3"`` (see
+            :class:`~feedbackgym.baselines.run.RunConfig`).
         device: ``"auto"`` (CUDA when present), ``"cuda"`` or ``"cpu"``.
     """
 
@@ -88,7 +90,7 @@ class ComparisonConfig:
     keep_checkpoints: int = 5
     anneal_lr: bool = False
     time_limit_terminal: bool = False
-    trainer: str = "sb3"
+    trainer: str = DEFAULT_TRAINER
     device: str = "auto"
 
     def __post_init__(self) -> None:

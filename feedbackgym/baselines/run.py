@@ -22,6 +22,7 @@ from feedbackgym.wrappers.stack import make
 
 __all__ = [
     "DEFAULT_NET_ARCH",
+    "DEFAULT_TRAINER",
     "TRAINERS",
     "RunConfig",
     "close_run",
@@ -31,6 +32,11 @@ __all__ = [
 
 TRAINERS = ("sb3", "torch")
 """The trainers a run can use."""
+
+DEFAULT_TRAINER = "torch"
+"""The torch trainer: on OpsIncident medium it learned as well as SB3's PPO per step (5 seeds
+each, 1M steps: 80% at 494k on 5/5 seeds against 500k on 4/5; final 90% ± 7 against
+86% ± 13), and trains faster."""
 
 DEFAULT_NET_ARCH = (128, 128)
 """Hidden layers of the policy and value networks that runs train by default."""
@@ -67,8 +73,9 @@ class RunConfig(ArmFeedback):
         feedback_overrides: ``{section: {field: value}}`` applied on top of the
             file at every read (command-line flags override the file).
         env_kwargs: Keyword arguments for ``gym.make``.
-        trainer: ``"sb3"`` (SB3's PPO) or ``"torch"`` (:mod:`~feedbackgym.baselines.ppo`;
-            its run is :func:`~feedbackgym.baselines.torch_run.train_torch_run`).
+        trainer: ``"torch"`` (:mod:`~feedbackgym.baselines.ppo`; its run is
+            :func:`~feedbackgym.baselines.torch_run.train_torch_run`; the default) or
+            ``"sb3"`` (SB3's PPO).
         device: ``"auto"`` (CUDA when a GPU is present), ``"cuda"`` or ``"cpu"``.
         record: Record every training episode in ``out_dir/trajectories`` (a
             :class:`~feedbackgym.datasets.TrajectoryStore`; the episodes of round
@@ -99,7 +106,7 @@ class RunConfig(ArmFeedback):
     feedback_file: str | None = None
     feedback_overrides: dict[str, Any] = field(default_factory=dict)
     env_kwargs: dict[str, Any] = field(default_factory=dict)
-    trainer: str = "sb3"
+    trainer: str = DEFAULT_TRAINER
     device: str = "auto"
     record: bool = False
     keep_checkpoints: int = 5

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from feedbackgym.baselines.run import TRAINERS
+from feedbackgym.baselines.run import DEFAULT_TRAINER, TRAINERS
 from feedbackgym.cli._helpers import fraction
 from feedbackgym.wrappers.shaping import TERMINAL_MODES
 
@@ -17,8 +17,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--trainer",
         choices=TRAINERS,
-        default="sb3",
-        help="SB3's PPO or the torch trainer (default %(default)s)",
+        default=DEFAULT_TRAINER,
+        help="the torch trainer or SB3's PPO (default %(default)s)",
     )
     parser.add_argument(
         "--device", default="auto", help="auto (CUDA when present), cuda or cpu (default auto)"

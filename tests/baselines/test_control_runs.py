@@ -63,6 +63,7 @@ def _run(tmp_path, steps):
             FeedbackConfig(), {"schedule": {"switch_at": 0.2, "fade": 1, "adaptive": hold}}
         ),
         env_kwargs={"difficulty": "easy", "max_steps": 8},
+        trainer="sb3",
     )
 
 

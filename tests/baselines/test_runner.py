@@ -20,6 +20,7 @@ FEEDBACK = merge_config(FeedbackConfig(), {"schedule": {"fade": 1, "adaptive": N
 
 def _config(tmp_path, arm="guide-then-review", steps=256, net_arch=(8,), **kwargs):
     kwargs.setdefault("env_kwargs", {"difficulty": "easy"})
+    kwargs.setdefault("trainer", "sb3")  # these tests pin the SB3 path (PPO checkpoints)
     return RunConfig(
         env_id="feedbackgym/OpsIncident-v0",
         arm=arm,
