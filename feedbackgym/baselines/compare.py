@@ -176,10 +176,10 @@ QUICK = {
     "steps": 153_600,
     "eval_episodes": 20,
 }
-"""The ``--quick`` comparison (the README's main job): about 4.5 minutes on 2 idle cores.
+"""The ``--quick`` comparison (the README's main job): about 3.5 minutes on 2 cores.
 
 At 61,440 steps no arm had learned anything yet (all 0%); at 150k steps sparse is still
-at 0% while guide-then-review is at about 40% (see the README's Results)."""
+at 0% while shaping and guide-then-review reach 20-45% (two seeds: their intervals overlap)."""
 
 
 _progress_queue: Any = None
