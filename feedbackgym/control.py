@@ -253,7 +253,9 @@ class FeedbackController:
             "progress": self.progress,
             "schedule": self.schedule.state_dict(),
             "alert": self.alert.state_dict(),
+            "alert_fired": self.alert_fired,
             "config_version": self.config_version,
+            "config_changes": self.config_changes,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -261,9 +263,14 @@ class FeedbackController:
 
         The config stays the one this controller was made with (a followed
         file as it is now): a resumed run may run longer than the one saved.
+        A followed file goes on from the saved version and edit history.
         """
         self.schedule.load_state_dict(state["schedule"])
         self.alert.load_state_dict(state["alert"])
+        self.alert_fired = bool(state.get("alert_fired", False))
+        if self.watcher is not None and state.get("config_version"):
+            self.watcher.version = int(state["config_version"])
+            self.watcher.changes = [dict(change) for change in state.get("config_changes", [])]
         self.round = int(state["round"])
         self.progress = float(state["progress"])
         self.state = self.state_at(self.round, self.progress)

@@ -165,3 +165,19 @@ def test_a_run_s_schedule_counts_rounds():
 
     with pytest.raises(ConfigError, match="rounds"):
         arm_config("guide", merge_config(FeedbackConfig(), {"schedule": {"unit": "steps"}}), 10)
+
+
+def test_a_resumed_controller_goes_on_from_the_saved_config_version_and_alert(tmp_path):
+    path = tmp_path / "feedback.yaml"
+    _write(path, "guide: {every: 2}\n")
+    first = FeedbackController(path)
+    _write(path, "guide: {every: 5}\n")
+    first.update(1)
+    for round_, mean_return in enumerate([1.0, 0.7, 0.5, 0.3]):
+        first.update(round_ + 2, mean_return=mean_return)
+    saved = json.loads(json.dumps(first.state_dict()))
+    resumed = FeedbackController(path)
+    resumed.load_state_dict(saved)
+    assert resumed.config_version == 2 and resumed.state.config_version == 2
+    assert resumed.config_changes == first.config_changes and resumed.alert_fired
+    assert resumed.config.guide.every == 5
