@@ -177,11 +177,11 @@ class RetentionConfig(_Section):
 
 ARM_PRESETS: dict[str, dict[str, Any]] = {
     "sparse": {"shaping": {"scale": 0.0}},
-    "shaping": {},
     "guide": {},
     "review": {"shaping": {"scale": 0.0}},
     "guide-then-review": {},
     "review-then-guide": {},
+    "shaping": {},
 }
 """What each comparison arm sets on top of a base config (the schedule decides who
 speaks; every arm has the guide and review in the vector and info channels, so

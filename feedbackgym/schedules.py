@@ -28,7 +28,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from feedbackgym.config import AdaptiveConfig, ScheduleConfig
+from feedbackgym.config import ARM_PRESETS, AdaptiveConfig, ScheduleConfig
 
 __all__ = [
     "ARMS",
@@ -36,6 +36,7 @@ __all__ = [
     "GuideReviewSchedule",
     "Schedule",
     "ScheduleState",
+    "TWO_PHASE_ARMS",
     "TrendRule",
     "make_schedule",
     "schedule_from_config",
@@ -410,16 +411,13 @@ class GuideReviewSchedule(Schedule):
         )
 
 
-ARMS: tuple[str, ...] = (
-    "sparse",
-    "guide",
-    "review",
-    "guide-then-review",
-    "review-then-guide",
-    "shaping",
-)
-"""Comparison arms; each is a schedule (``shaping`` has sparse feedback weights
-and adds potential-based shaping in the env stack)."""
+ARMS: tuple[str, ...] = tuple(ARM_PRESETS)
+"""Comparison arms (the presets of :data:`~feedbackgym.config.ARM_PRESETS`); each is a
+schedule (``shaping`` has sparse feedback weights and adds potential-based shaping in
+the env stack)."""
+
+TWO_PHASE_ARMS: tuple[str, ...] = ("guide-then-review", "review-then-guide")
+"""The arms whose schedule switches from one phase to the other."""
 
 
 def schedule_from_config(config: ScheduleConfig) -> Schedule:
@@ -431,7 +429,7 @@ def schedule_from_config(config: ScheduleConfig) -> Schedule:
         'guide'
     """
     kwargs: dict[str, Any] = {"total": config.total, "unit": config.unit}
-    if config.arm in ("guide-then-review", "review-then-guide"):
+    if config.arm in TWO_PHASE_ARMS:
         adaptive = config.adaptive
         kwargs.update(
             switch_at=config.switch_at,
@@ -452,7 +450,7 @@ def make_schedule(arm: str, **kwargs: Any) -> Schedule:
     Raises:
         ValueError: Unknown arm.
     """
-    if arm in ("guide-then-review", "review-then-guide"):
+    if arm in TWO_PHASE_ARMS:
         return GuideReviewSchedule(reverse=arm == "review-then-guide", **kwargs)
     constant = {
         "sparse": (0.0, 0.0),

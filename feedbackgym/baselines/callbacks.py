@@ -11,10 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 from feedbackgym.baselines.credit import ReviewCredit
-from feedbackgym.baselines.drive import DriveController
+from feedbackgym.baselines.drive import DriveController, mean_episode_return
 from feedbackgym.baselines.metrics import feedback_metrics
 from feedbackgym.baselines.system import SystemMonitor
 from feedbackgym.control import FeedbackController
@@ -68,10 +66,8 @@ class LogFeedback(BaseCallback):
 
     def round_metrics(self) -> dict[str, float]:
         """The round's feedback metrics (what is logged under ``feedback/``)."""
-        buffer = self.model.ep_info_buffer
-        mean_return = float(np.mean([info["r"] for info in buffer])) if buffer else None
         stats = call_envs(self.training_env, "feedback_stats")
-        return feedback_metrics(self.controller, stats, mean_return)
+        return feedback_metrics(self.controller, stats, mean_episode_return(self.model))
 
 
 def feedback_callbacks(

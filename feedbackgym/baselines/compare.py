@@ -21,17 +21,18 @@ import multiprocessing
 import queue
 from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from feedbackgym._process import exit_with_parent
-from feedbackgym.baselines.arms import arm_config, checked_keep_checkpoints, rounds_for
+from feedbackgym.baselines.arms import checked_keep_checkpoints, rounds_for
 from feedbackgym.baselines.report import plot_curves, write_tables
-from feedbackgym.baselines.run import DEFAULT_TRAINER
+from feedbackgym.baselines.run import RunConfig, config_json
 from feedbackgym.baselines.stats import Curve, summarize_arm
-from feedbackgym.config import FeedbackConfig, load_config, merge_config
-from feedbackgym.schedules import ARMS
+from feedbackgym.baselines.trainers import DEFAULT_TRAINER
+from feedbackgym.config import FeedbackConfig, load_config
+from feedbackgym.schedules import ARMS, TWO_PHASE_ARMS
 
 __all__ = ["ComparisonConfig", "QUICK", "run_comparison", "summarize_runs"]
 
@@ -115,16 +116,14 @@ class ComparisonConfig:
 
         ``None`` when no arm has two phases. A followed file is read as it is now.
         """
-        if not set(self.arms) & {"guide-then-review", "review-then-guide"}:
+        two_phase = [run for run in self.run_configs() if run.arm in TWO_PHASE_ARMS]
+        if not two_phase:
             return None
         base = load_config(self.feedback_file) if self.feedback_file else self.feedback
-        schedule = arm_config("guide-then-review", self._merged(base), self.rounds).schedule
+        schedule = two_phase[0].arm_config(base).schedule
         steps_per_round = self.n_envs * self.n_steps
         switch = schedule.switch_at * self.rounds * steps_per_round
         return switch, switch + schedule.fade_length * steps_per_round
-
-    def _merged(self, base: FeedbackConfig) -> FeedbackConfig:
-        return merge_config(base, self.feedback_overrides, source="comparison overrides")
 
     def run_configs(self) -> list[Any]:
         """One :class:`~feedbackgym.baselines.runner.RunConfig` per arm and seed.
@@ -132,8 +131,6 @@ class ComparisonConfig:
         Raises:
             ConfigError: A bad feedback setting or config file.
         """
-        from feedbackgym.baselines.run import RunConfig
-
         eval_every = self.eval_every or max(1, self.rounds // 15)
         return [
             RunConfig(
@@ -164,9 +161,7 @@ class ComparisonConfig:
 
     def to_json(self) -> str:
         """The comparison as JSON (``config.json`` of its output directory)."""
-        data = asdict(self)
-        data["feedback"] = self.feedback.model_dump(mode="json")
-        return json.dumps(data, indent=2, sort_keys=True)
+        return config_json(self)
 
 
 QUICK = {

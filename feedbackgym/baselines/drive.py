@@ -14,7 +14,13 @@ try:
 except ImportError as error:
     raise DependencyNotInstalled.for_extra("stable_baselines3", "baselines") from error
 
-__all__ = ["DriveController"]
+__all__ = ["DriveController", "mean_episode_return"]
+
+
+def mean_episode_return(model: Any) -> float | None:
+    """The mean return of SB3's last 100 finished episodes (``None`` before the first)."""
+    buffer = model.ep_info_buffer
+    return float(np.mean([info["r"] for info in buffer])) if buffer else None
 
 
 class DriveController(BaseCallback):
@@ -80,9 +86,9 @@ class DriveController(BaseCallback):
         loss = self.model.logger.name_to_value.get("train/loss")
         if loss is not None:
             metrics["loss"] = float(loss)
-        buffer = self.model.ep_info_buffer
-        if buffer:
-            metrics["mean_return"] = float(np.mean([info["r"] for info in buffer]))
+        mean_return = mean_episode_return(self.model)
+        if mean_return is not None:
+            metrics["mean_return"] = mean_return
         if self.model.ep_success_buffer:  # SB3 keeps info["is_success"] of ended episodes
             metrics["success"] = float(np.mean(self.model.ep_success_buffer))
         return metrics

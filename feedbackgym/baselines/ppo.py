@@ -51,7 +51,16 @@ try:
 except ImportError as error:
     raise DependencyNotInstalled.for_extra("torch", "baselines") from error
 
-__all__ = ["Agent", "PPOConfig", "Rollout", "Learner", "make_vector_env", "resolve_device", "train"]
+__all__ = [
+    "Agent",
+    "Learner",
+    "PPOConfig",
+    "Rollout",
+    "make_vector_env",
+    "resolve_device",
+    "round_trend",
+    "train",
+]
 
 
 @dataclass
@@ -428,6 +437,11 @@ class Learner:
         self.optimizer.load_state_dict(state["optimizer"])
 
 
+def round_trend(losses: dict[str, float], collected: dict[str, float]) -> dict[str, float]:
+    """What a round reports to the controller: its loss, its episodes' mean return and success."""
+    return {"loss": losses["loss"], **{k: v for k, v in collected.items() if k != "episodes"}}
+
+
 def learning_rate_at(config: PPOConfig, round_: int) -> float:
     """The learning rate of round ``round_`` (linear decay to 0 with ``anneal_lr``)."""
     if not config.anneal_lr:
@@ -469,8 +483,7 @@ def train(
             state = controller.update(round_, **trend)
             collected = learner.collect()
             losses = learner.update(learning_rate_at(config, round_))
-            trend = {"loss": losses["loss"]}
-            trend.update({k: v for k, v in collected.items() if k != "episodes"})
+            trend = round_trend(losses, collected)
             metrics = {
                 **losses,
                 "mean_return": collected.get("mean_return", float("nan")),

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from feedbackgym.baselines.rundir import read_curve
+from feedbackgym.schedules import TWO_PHASE_ARMS
 
 __all__ = ["plot_curves", "write_tables"]
 
@@ -136,7 +137,7 @@ def _phase_bounds(
     """
     bounds = []
     for run in runs:
-        if run.arm in ("guide-then-review", "review-then-guide"):
+        if run.arm in TWO_PHASE_ARMS:
             curve = read_curve(run.out_dir)
             phases = list(curve["phase"])
             later = [i for i, p in enumerate(phases) if p != phases[0]]

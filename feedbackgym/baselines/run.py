@@ -17,6 +17,7 @@ from typing import Any
 
 from feedbackgym.baselines.arms import ArmFeedback, checked_keep_checkpoints, rounds_for
 from feedbackgym.baselines.rundir import drop_curve_rows_after, read_state, write_state
+from feedbackgym.baselines.trainers import DEFAULT_TRAINER, TRAINERS
 from feedbackgym.config import FeedbackConfig
 from feedbackgym.wrappers.stack import make
 
@@ -26,17 +27,10 @@ __all__ = [
     "TRAINERS",
     "RunConfig",
     "close_run",
+    "config_json",
     "open_store",
     "prepare_run_dir",
 ]
-
-TRAINERS = ("sb3", "torch")
-"""The trainers a run can use."""
-
-DEFAULT_TRAINER = "torch"
-"""The torch trainer: on OpsIncident medium it learned as well as SB3's PPO per step (5 seeds
-each, 1M steps: 80% at 494k on 5/5 seeds against 500k on 4/5; final 90% ± 7 against
-86% ± 13), and trains faster."""
 
 DEFAULT_NET_ARCH = (128, 128)
 """Hidden layers of the policy and value networks that runs train by default."""
@@ -128,9 +122,7 @@ class RunConfig(ArmFeedback):
 
     def to_json(self) -> str:
         """The config as JSON."""
-        data = asdict(self)
-        data["feedback"] = self.feedback.model_dump(mode="json")
-        return json.dumps(data, indent=2, sort_keys=True)
+        return config_json(self)
 
     @classmethod
     def from_json(cls, text: str) -> RunConfig:
@@ -138,6 +130,13 @@ class RunConfig(ArmFeedback):
         data = json.loads(text)
         data["feedback"] = FeedbackConfig.from_mapping(data["feedback"], source="config.json")
         return cls(**data)
+
+
+def config_json(config: Any) -> str:
+    """A run's or a comparison's config (a dataclass with a ``feedback`` config) as JSON."""
+    data = asdict(config)
+    data["feedback"] = config.feedback.model_dump(mode="json")
+    return json.dumps(data, indent=2, sort_keys=True)
 
 
 def prepare_run_dir(config: RunConfig, *, resume: bool) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from feedbackgym.baselines.ppo import (
     clone_into,
     learning_rate_at,
     make_vector_env,
+    round_trend,
 )
 from feedbackgym.baselines.rounds import RoundBook
 from feedbackgym.baselines.run import RunConfig, close_run, open_store, prepare_run_dir
@@ -168,8 +169,7 @@ def _train_rounds(
         learning_rate = learning_rate_at(ppo, round_)
         losses = learner.update(learning_rate)
         timesteps = (round_ + 1) * steps_per_round
-        trend = {"loss": losses["loss"]}
-        trend.update({k: v for k, v in collected.items() if k != "episodes"})
+        trend = round_trend(losses, collected)
 
         def log(tag: str, value: float, step: int = timesteps) -> None:
             writer.add_scalar(tag, value, step)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from feedbackgym.baselines.run import DEFAULT_TRAINER, TRAINERS
+from feedbackgym.baselines.trainers import DEFAULT_TRAINER, TRAINERS
 from feedbackgym.cli._helpers import fraction
 from feedbackgym.wrappers.shaping import TERMINAL_MODES
 
