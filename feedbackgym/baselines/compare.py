@@ -1,7 +1,7 @@
 """``feedbackgym compare``: every arm × seed as parallel runs, one results table, learning curves.
 
 This module runs the comparison; :mod:`feedbackgym.baselines.stats` computes the
-results table from the runs' curves and :mod:`feedbackgym.baselines.report` writes it
+results tables from the runs' curves and :mod:`feedbackgym.baselines.report` writes them
 and plots the curves.
 
 Outputs in ``--out``::
@@ -9,9 +9,10 @@ Outputs in ``--out``::
     config.json        the full comparison config
     runs/ARM-seedS/    each run (see feedbackgym.baselines.runner): TensorBoard logs,
                        curve.csv, versioned checkpoints, state.json
-    results.csv        per arm: success (mean, 95% CI), steps to 50% / 80%, final return,
-    results.md         success before and after the switch, success with hints masked
-    curves.png         validation success over training, phases shaded
+    results.csv        per arm: success (IQM and mean, bootstrap 95% CIs), steps to 50% / 80%,
+    results.md         final return, success before and after the switch, with hints masked
+    improvement.csv    per pair of arms: the probability that a run of one beats one of the other
+    curves.png         validation success over training (mean, 95% CI), phases shaded
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from __future__ import annotations
 import json
 import multiprocessing
 import queue
-from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,14 +27,13 @@ from typing import Any
 
 from feedbackgym._process import exit_with_parent
 from feedbackgym.baselines.arms import checked_keep_checkpoints, rounds_for
-from feedbackgym.baselines.report import plot_curves, write_tables
+from feedbackgym.baselines.report import write_report
 from feedbackgym.baselines.run import RunConfig, config_json
-from feedbackgym.baselines.stats import Curve, summarize_arm
 from feedbackgym.baselines.trainers import DEFAULT_TRAINER
 from feedbackgym.config import FeedbackConfig, load_config
 from feedbackgym.schedules import ARMS, TWO_PHASE_ARMS
 
-__all__ = ["ComparisonConfig", "QUICK", "run_comparison", "summarize_runs"]
+__all__ = ["ComparisonConfig", "QUICK", "run_comparison"]
 
 
 @dataclass
@@ -200,7 +199,7 @@ def _run_one(config: Any, resume: bool) -> dict[str, Any]:
 def run_comparison(
     config: ComparisonConfig, *, resume: bool = False, show_progress: bool = True
 ) -> list[dict[str, Any]]:
-    """Runs every arm × seed (``jobs`` at a time), then writes the table and the plot.
+    """Runs every arm × seed (``jobs`` at a time), then writes the tables and the plot.
 
     Returns:
         The results table rows, one per arm.
@@ -230,15 +229,12 @@ def run_comparison(
                 bar.refresh()
     if bar is not None:
         bar.close()
-    rows = summarize_runs(out, runs)
-    write_tables(out, rows)
-    plot_curves(
+    return write_report(
         out,
         runs,
         title=f"{config.env_id}: {config.seeds} seeds per arm",
         planned_switch=config.planned_switch(),
     )
-    return rows
 
 
 def _drain(progress: Any, done: dict[str, int]) -> None:
@@ -265,16 +261,3 @@ def _progress_bar(total: int, show: bool) -> Any:
     except ImportError:
         return None
     return tqdm(total=total, unit="step", desc="compare", unit_scale=True)
-
-
-def summarize_runs(out: Path, runs: Sequence[Any]) -> list[dict[str, Any]]:
-    """Reads the runs' curves and summarizes them per arm into the results table rows.
-
-    See :func:`~feedbackgym.baselines.stats.summarize_arm` for the columns.
-    """
-    from feedbackgym.baselines.runner import read_curve
-
-    by_arm: dict[str, list[Curve]] = {}
-    for run in runs:
-        by_arm.setdefault(run.arm, []).append(read_curve(run.out_dir))
-    return [summarize_arm(arm, curves) for arm, curves in by_arm.items()]

@@ -1,28 +1,150 @@
-"""The report of a comparison: its results table and its learning curves.
+"""The report of a comparison: its results tables and its learning curves.
 
-Writes, in the comparison's output directory::
+Writes, in the report's output directory::
 
-    results.csv    the table rows (see feedbackgym.baselines.stats.summarize_arm)
-    results.md     the same table in Markdown, with 95% CIs and n/a for missing values
-    curves.png     validation success over training, phases shaded
+    results.csv      one row per arm (see feedbackgym.baselines.stats.summarize_arm)
+    results.md       the same in Markdown: IQM and mean success with bootstrap 95% CIs,
+                     steps to 50% / 80% (``≥``: some run never got there), then the
+                     probability of improvement of every arm over every other
+    improvement.csv  arm, baseline, probability (that a run of arm beats one of baseline), low, high
+    curves.png       mean validation success with a bootstrap 95% CI band; the
+                     two-phase arms' first phase and fade shaded
 
-matplotlib loads only in :func:`plot_curves`.
+:func:`write_report` writes them all from a list of runs: one comparison's
+(``feedbackgym compare``), or several comparisons' found by :func:`find_runs`
+(``feedbackgym report``). matplotlib loads only in :func:`plot_curves`.
 """
 
 from __future__ import annotations
 
 import csv
+import json
 import math
+import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from feedbackgym.baselines.arms import rounds_for
 from feedbackgym.baselines.rundir import read_curve
+from feedbackgym.baselines.stats import (
+    IMPROVEMENT_FIELDS,
+    Curve,
+    bootstrap_ci,
+    final_success,
+    improvement_rows,
+    summarize_arm,
+)
 from feedbackgym.schedules import TWO_PHASE_ARMS
 
-__all__ = ["plot_curves", "write_tables"]
+__all__ = ["FoundRun", "find_runs", "plot_curves", "write_report", "write_tables"]
+
+
+@dataclass(frozen=True)
+class FoundRun:
+    """A run directory found by :func:`find_runs`.
+
+    Attributes:
+        arm: The run's arm.
+        seed: The run's seed.
+        out_dir: The run's directory.
+        env_id: The run's env (``None`` when the run has no ``config.json``).
+    """
+
+    arm: str
+    seed: int
+    out_dir: str
+    env_id: str | None = None
+
+
+def find_runs(sources: Sequence[str | Path]) -> tuple[list[FoundRun], list[str]]:
+    """The runs of several comparisons, for one report: every ``SRC/runs/*/``.
+
+    A run's arm and seed come from its ``config.json``, else from its
+    directory's name (``ARM-seedS``).
+
+    Args:
+        sources: The comparisons' output directories.
+
+    Returns:
+        The runs with one validation at least in their ``curve.csv``, and a
+        note on each run left out (no validation yet) or not finished (its
+        last validation comes before its budget's last round).
+
+    Raises:
+        ValueError: A source holds no run, a run's arm and seed are unknown, or
+            two runs have the same arm and seed.
+    """
+    runs: list[FoundRun] = []
+    notes: list[str] = []
+    seen: dict[tuple[str, int], Path] = {}
+    for source in map(Path, sources):
+        run_dirs = sorted(path for path in (source / "runs").glob("*") if path.is_dir())
+        if not run_dirs:
+            raise ValueError(f"{source} holds no runs (no directory in {source / 'runs'})")
+        for run_dir in run_dirs:
+            run, rounds = _found_run(run_dir)
+            if (run.arm, run.seed) in seen:
+                other = seen[run.arm, run.seed]
+                raise ValueError(f"{run.arm} seed {run.seed} is in both {other} and {run_dir}")
+            seen[run.arm, run.seed] = run_dir
+            curve = read_curve(run_dir) if (run_dir / "curve.csv").exists() else None
+            if curve is None or not len(curve["step"]):
+                notes.append(f"{run_dir}: no validation yet, left out")
+                continue
+            runs.append(run)
+            if rounds is not None and curve["round"][-1] < rounds:
+                notes.append(
+                    f"{run_dir}: not finished, validated to {curve['step'][-1]:,.0f} steps "
+                    f"(round {curve['round'][-1]:.0f} of {rounds})"
+                )
+    return runs, notes
+
+
+def _found_run(run_dir: Path) -> tuple[FoundRun, int | None]:
+    """A run, from its ``config.json`` or else its directory's name, and its budget in rounds."""
+    config_path = run_dir / "config.json"
+    if config_path.exists():
+        config = json.loads(config_path.read_text())
+        rounds = rounds_for(config["total_steps"], config["n_envs"], config["n_steps"])
+        return FoundRun(config["arm"], config["seed"], str(run_dir), config["env_id"]), rounds
+    named = re.fullmatch(r"(.+)-seed(\d+)", run_dir.name)
+    if named is None:
+        raise ValueError(f"{run_dir}: no config.json, and its name is not ARM-seedS")
+    return FoundRun(named[1], int(named[2]), str(run_dir)), None
+
+
+def write_report(
+    out: Path,
+    runs: Sequence[Any],
+    *,
+    title: str,
+    planned_switch: tuple[float, float] | None = None,
+    notes: Sequence[str] = (),
+) -> list[dict[str, Any]]:
+    """Summarizes the runs per arm, then writes the tables and the plot into ``out``.
+
+    Args:
+        out: The output directory (it exists).
+        runs: The runs (``arm`` and ``out_dir`` each), each with one validation at least.
+        title: The plot's title.
+        planned_switch: See :func:`plot_curves`.
+        notes: Lines for the end of ``results.md`` (on the runs, see :func:`find_runs`).
+
+    Returns:
+        The results table rows, one per arm.
+    """
+    by_arm: dict[str, list[Curve]] = {}
+    for run in runs:
+        by_arm.setdefault(run.arm, []).append(read_curve(run.out_dir))
+    rows = [summarize_arm(arm, curves) for arm, curves in by_arm.items()]
+    improvement = improvement_rows({arm: final_success(curves) for arm, curves in by_arm.items()})
+    write_tables(out, rows, improvement, notes)
+    plot_curves(out, runs, title=title, planned_switch=planned_switch)
+    return rows
 
 
 def _fmt(value: float, spec: str) -> str:
@@ -35,33 +157,93 @@ def _fmt(value: float, spec: str) -> str:
     return "n/a" if isinstance(value, float) and math.isnan(value) else format(value, spec)
 
 
-def write_tables(out: Path, rows: list[dict[str, Any]]) -> None:
-    """Writes the results table as ``out/results.csv`` and ``out/results.md``.
+def _with_ci(value: float, low: float, high: float, spec: str) -> str:
+    """``value [low, high]``, without the interval when it is ``nan``.
 
-    Args:
-        out: The comparison's output directory.
-        rows: One row per arm, as :func:`~feedbackgym.baselines.stats.summarize_arm` makes them.
+    Example:
+        >>> _with_ci(0.5, 0.25, 0.75, ".0%"), _with_ci(0.5, float("nan"), float("nan"), ".0%")
+        ('50% [25%, 75%]', '50%')
     """
-    with (out / "results.csv").open("w", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    if math.isnan(low):
+        return _fmt(value, spec)
+    return f"{_fmt(value, spec)} [{low:{spec}}, {high:{spec}}]"
+
+
+def _steps_cell(row: dict[str, Any], percent: int) -> str:
+    """The steps to ``percent`` success: ``≥`` when censored, and how many runs got there."""
+    bound = "≥ " if row[f"steps_to_{percent}_censored"] else ""
+    reached = f"({row[f'reached_{percent}']}/{row['seeds']})"
+    return f"{bound}{row[f'steps_to_{percent}']:,.0f} {reached}"
+
+
+def _markdown(
+    rows: list[dict[str, Any]], improvement: list[dict[str, Any]], notes: Sequence[str]
+) -> str:
     lines = [
-        "| arm | seeds | success (95% CI) | hints masked | steps to 50% | steps to 80% "
-        "| final return | before switch | after switch |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| arm | seeds | steps | IQM success [95% CI] | mean success [95% CI] | hints masked "
+        "| steps to 50% | steps to 80% | final return | before switch | after switch |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
+        short = f" ({r['short_runs']} short)" if r["short_runs"] else ""
         lines.append(
-            f"| {r['arm']} | {r['seeds']} "
-            f"| {r['success']:.0%} ± {_fmt(r['success_ci95'] * 100, '.0f')} "
-            f"| {r['success_unguided']:.0%} "
-            f"| {_fmt(r['steps_to_50'], ',.0f')} ({r['reached_50']}/{r['seeds']}) "
-            f"| {_fmt(r['steps_to_80'], ',.0f')} ({r['reached_80']}/{r['seeds']}) "
+            f"| {r['arm']} | {r['seeds']} | {r['last_step']:,.0f}{short} "
+            f"| {_with_ci(r['iqm'], r['iqm_low'], r['iqm_high'], '.0%')} "
+            f"| {_with_ci(r['success'], r['mean_low'], r['mean_high'], '.0%')} "
+            f"| {r['success_unguided']:.0%} | {_steps_cell(r, 50)} | {_steps_cell(r, 80)} "
             f"| {r['final_return']:.2f} | {_fmt(r['success_before_switch'], '.0%')} "
             f"| {_fmt(r['success_after_switch'], '.0%')} |"
         )
-    (out / "results.md").write_text("\n".join(lines) + "\n")
+    lines += [
+        "",
+        "Success at each run's last validation: IQM (mean of the middle half of the runs) "
+        "and mean, with percentile bootstrap 95% CIs over the runs. Steps: the arm's last "
+        "validation (short: runs that stopped before it). Steps to 50% / 80%: IQM over the "
+        "runs, ≥ when some never got there (counted at their last validation), (reached/seeds).",
+    ]
+    if improvement:
+        lines += [
+            "",
+            "| arm | baseline | P(arm > baseline) [95% CI] |",
+            "|---|---|---|",
+            *(
+                f"| {i['arm']} | {i['baseline']} "
+                f"| {_with_ci(i['probability'], i['low'], i['high'], '.2f')} |"
+                for i in improvement
+            ),
+            "",
+            "P(arm > baseline): the probability that a run of arm ends with a higher validation "
+            "success than a run of baseline, ties counting half; bootstrap 95% CI.",
+        ]
+    if notes:
+        lines += ["", "Runs:", "", *(f"- {note}" for note in notes)]
+    return "\n".join(lines) + "\n"
+
+
+def write_tables(
+    out: Path,
+    rows: list[dict[str, Any]],
+    improvement: list[dict[str, Any]],
+    notes: Sequence[str] = (),
+) -> None:
+    """Writes ``out/results.csv``, ``out/results.md`` and ``out/improvement.csv``.
+
+    Args:
+        out: The output directory.
+        rows: One row per arm, as :func:`~feedbackgym.baselines.stats.summarize_arm` makes them.
+        improvement: The arms' probabilities of improvement, as
+            :func:`~feedbackgym.baselines.stats.improvement_rows` makes them.
+        notes: Lines for the end of ``results.md``.
+    """
+    for name, fields, table in (
+        ("results.csv", list(rows[0]), rows),
+        ("improvement.csv", IMPROVEMENT_FIELDS, improvement),
+    ):
+        with (out / name).open("w", newline="") as file:
+            writer = csv.DictWriter(file, fieldnames=fields)
+            writer.writeheader()
+            writer.writerows(table)
+    (out / "results.md").write_text(_markdown(rows, improvement, notes))
 
 
 def plot_curves(
@@ -71,20 +253,21 @@ def plot_curves(
     title: str,
     planned_switch: tuple[float, float] | None = None,
 ) -> Path:
-    """Plots mean validation success per arm (min-max band), guide and fade phases shaded.
+    """Plots each arm's mean validation success, with a bootstrap 95% CI band of the mean.
 
-    The phases come from the two-phase runs' validations (the adaptive rule
-    moves each run's switch on its own): shaded to the median switch and the
-    median end of the fade, with a dotted line at each run's switch; when no
-    such run has switched yet, from ``planned_switch``. Nothing is shaded
-    when no two-phase arm is plotted.
+    At each validation, the mean and its band are over the arm's runs that
+    reached it: solid while every run has, dashed beyond the shortest run.
+    Phases are shaded only when a two-phase arm is plotted, from its runs'
+    validations (the adaptive rule moves each run's switch on its own): to the
+    median switch and the median end of the fade, with a dotted line at each
+    run's switch; when no such run has switched yet, from ``planned_switch``.
 
     Args:
-        out: The comparison's output directory.
+        out: The output directory.
         runs: The runs (``arm`` and ``out_dir`` each).
         title: The plot's title.
         planned_switch: Env steps where the configured switch and fade end
-            come, or ``None`` when no arm of the comparison has two phases.
+            come, or ``None`` when unknown.
 
     Returns:
         The path of the plot, ``out/curves.png``.
@@ -111,13 +294,22 @@ def plot_curves(
             )
     for arm in dict.fromkeys(run.arm for run in runs):
         curves = [read_curve(r.out_dir) for r in runs if r.arm == arm]
-        length = min(len(c["step"]) for c in curves)
-        steps = curves[0]["step"][:length]
-        success = np.stack([c["success"][:length] for c in curves])
-        axis.plot(steps, success.mean(axis=0), label=arm)
-        axis.fill_between(steps, success.min(axis=0), success.max(axis=0), alpha=0.15)
+        steps = max((c["step"] for c in curves), key=len)
+        common = min(len(c["step"]) for c in curves)
+        at_step = [
+            [c["success"][i] for c in curves if i < len(c["success"])] for i in range(len(steps))
+        ]
+        mean = np.array([np.mean(values) for values in at_step])
+        low, high = np.array([bootstrap_ci(values) for values in at_step]).T
+        short = sum(len(c["step"]) < len(steps) for c in curves)
+        label = f"{arm} (dashed: {short} short runs left out)" if short else arm
+        (line,) = axis.plot(steps[:common], mean[:common], label=label)
+        if short:
+            dashed = slice(common - 1, None)
+            axis.plot(steps[dashed], mean[dashed], color=line.get_color(), linestyle="--")
+        axis.fill_between(steps, low, high, color=line.get_color(), alpha=0.15)
     axis.set_xlabel("env steps")
-    axis.set_ylabel("validation success")
+    axis.set_ylabel("validation success (mean, 95% CI)")
     axis.set_ylim(-0.02, 1.02)
     axis.set_title(title)
     axis.legend(loc="upper left", fontsize=8)
@@ -133,18 +325,19 @@ def _phase_bounds(
 ) -> list[tuple[float, float]]:
     """Per two-phase run, the steps where its switch came and where its fade ended.
 
-    ``[planned]`` when no two-phase run has switched (none when ``planned`` is ``None``).
+    ``[planned]`` when two-phase runs are plotted but none has switched (none
+    when ``planned`` is ``None``); none when no two-phase run is plotted.
     """
+    two_phase = [run for run in runs if run.arm in TWO_PHASE_ARMS]
     bounds = []
-    for run in runs:
-        if run.arm in TWO_PHASE_ARMS:
-            curve = read_curve(run.out_dir)
-            phases = list(curve["phase"])
-            later = [i for i, p in enumerate(phases) if p != phases[0]]
-            settled = [i for i in later if phases[i] != "fade"]
-            if later:
-                end = curve["step"][settled[0]] if settled else curve["step"][-1]
-                bounds.append((float(curve["step"][later[0]]), float(end)))
-    if bounds or planned is None:
+    for run in two_phase:
+        curve = read_curve(run.out_dir)
+        phases = list(curve["phase"])
+        later = [i for i, p in enumerate(phases) if p != phases[0]]
+        settled = [i for i in later if phases[i] != "fade"]
+        if later:
+            end = curve["step"][settled[0]] if settled else curve["step"][-1]
+            bounds.append((float(curve["step"][later[0]]), float(end)))
+    if bounds or not two_phase or planned is None:
         return bounds
     return [planned]

@@ -6,13 +6,14 @@ Usage::
     feedbackgym play ID [--policy random|expert] [--episodes N] [--seed S] [--kwarg KEY=VALUE ...]
     feedbackgym demo [--episodes N]
     feedbackgym compare --env ID --arms A,B --seeds N --steps N [--jobs J] [--out DIR] [--quick]
+    feedbackgym report --out DIR SRC [SRC ...]
     feedbackgym train --env ID --steps N [--arm ARM] [--trainer sb3|torch] [--out DIR]
     feedbackgym serve-feedback [--address tcp://127.0.0.1:5557]
     feedbackgym sandbox build [--force]
     feedbackgym datasets make|inspect|prune ...
 
 One module per command group adds its commands (``play``: ``envs``, ``play``
-and ``demo``; ``compare``; ``train``; ``serve``: ``serve-feedback``;
+and ``demo``; ``compare``; ``report``; ``train``; ``serve``: ``serve-feedback``;
 ``sandbox``; ``datasets``); ``_helpers`` and ``_runs`` hold what they share.
 Each command loads what it runs (the baselines, h5py, ZeroMQ) only when it runs.
 
@@ -28,7 +29,7 @@ from collections.abc import Sequence
 
 import gymnasium as gym
 
-from feedbackgym.cli import compare, datasets, play, sandbox, serve, train
+from feedbackgym.cli import compare, datasets, play, report, sandbox, serve, train
 from feedbackgym.errors import FeedbackGymError
 
 __all__ = ["main"]
@@ -55,6 +56,6 @@ def _parser() -> argparse.ArgumentParser:
         prog="feedbackgym", description="Long-horizon Gymnasium tasks with guide/review feedback."
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for group in (play, compare, train, serve, sandbox, datasets):
+    for group in (play, compare, report, train, serve, sandbox, datasets):
         group.add_commands(commands)
     return parser

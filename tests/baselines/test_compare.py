@@ -6,22 +6,13 @@ import os
 import subprocess
 import sys
 import time
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from feedbackgym.baselines.compare import (
-    ComparisonConfig,
-    _steps_done,
-    plot_curves,
-    run_comparison,
-)
-from feedbackgym.baselines.report import _phase_bounds
-from feedbackgym.baselines.runner import CURVE_FIELDS, RunConfig
-from feedbackgym.baselines.stats import success_around_switch
-
-PHASES = {"g": "guide", "f": "fade", "r": "review"}
+from feedbackgym.baselines.compare import ComparisonConfig, _steps_done, run_comparison
+from feedbackgym.baselines.runner import RunConfig
+from feedbackgym.baselines.stats import IMPROVEMENT_FIELDS, success_around_switch
 
 
 @pytest.mark.parametrize("trainer", ["sb3", "torch"])
@@ -44,11 +35,23 @@ def test_compare_writes_every_output(tmp_path, trainer):
     )
     rows = run_comparison(config, show_progress=False)
     assert [r["arm"] for r in rows] == ["sparse", "guide-then-review"]
-    for name in ("config.json", "results.csv", "results.md", "curves.png"):
+    for name in ("config.json", "results.csv", "results.md", "improvement.csv", "curves.png"):
         assert (tmp_path / name).stat().st_size > 0, name
     with (tmp_path / "results.csv").open() as file:
         table = list(csv.DictReader(file))
+    with (tmp_path / "improvement.csv").open() as file:
+        improvement = list(csv.DictReader(file))
+    assert [(r["arm"], r["baseline"]) for r in improvement] == [
+        ("sparse", "guide-then-review"),
+        ("guide-then-review", "sparse"),
+    ]
+    assert tuple(improvement[0]) == IMPROVEMENT_FIELDS
     assert {
+        "iqm",
+        "iqm_low",
+        "iqm_high",
+        "mean_low",
+        "mean_high",
         "success",
         "success_ci95",
         "steps_to_50",
@@ -137,28 +140,6 @@ def test_success_around_the_switch_leaves_out_seeds_that_never_switched():
 def test_a_resumed_comparison_counts_the_steps_its_runs_have_done(tmp_path):
     (tmp_path / "state.json").write_text(json.dumps({"round": 3, "timesteps": 512}))
     assert _steps_done(str(tmp_path)) == 512 and _steps_done(str(tmp_path / "new")) == 0
-
-
-def test_the_plot_shades_the_median_switch_of_the_runs(tmp_path):
-    config = ComparisonConfig(
-        env_id="feedbackgym/OpsIncidentEasy-v0",
-        arms=["guide-then-review"],
-        seeds=3,
-        steps=4096,
-        out=str(tmp_path),
-    )
-    runs = []
-    for seed, phases in enumerate(["ggfrr", "gggfr", "gfrrr"]):
-        run = tmp_path / f"seed{seed}"
-        run.mkdir()
-        rows = [f"{100 * (i + 1)},{i + 1},{PHASES[p]},0.5,0.5,0.5,9" for i, p in enumerate(phases)]
-        (run / "curve.csv").write_text("\n".join([",".join(CURVE_FIELDS), *rows]) + "\n")
-        runs.append(SimpleNamespace(arm="guide-then-review", out_dir=str(run)))
-    planned = config.planned_switch()
-    assert _phase_bounds(runs, planned) == [(300.0, 400.0), (400.0, 500.0), (200.0, 300.0)]
-    assert plot_curves(tmp_path, runs, title="t", planned_switch=planned).stat().st_size > 0
-    assert _phase_bounds(runs[:0], planned) == [planned]  # none switched yet: the plan
-    assert _phase_bounds(runs[:0], None) == []  # no two-phase arm: nothing shaded
 
 
 def _children(pid):

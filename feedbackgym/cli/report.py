@@ -1,0 +1,54 @@
+"""The ``report`` command: one results table and plot from the runs of several comparisons.
+
+Usage::
+
+    feedbackgym report --out DIR SRC [SRC ...]
+
+The arms of one study are often run as separate comparisons; this reads every
+``SRC/runs/*/curve.csv`` (each run's arm and seed from its ``config.json``) and
+writes ``results.csv``, ``results.md``, ``improvement.csv`` and ``curves.png``
+into ``DIR``, as ``compare`` does (see :mod:`feedbackgym.baselines.report`).
+Runs still in progress count with the validations they have: ``results.md``
+ends with a note on each, and on each run left out (no validation yet).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from feedbackgym.cli._helpers import CommandError
+
+__all__ = ["add_commands"]
+
+
+def add_commands(commands: Any) -> None:
+    """Adds ``report`` to the top-level subparsers ``commands``."""
+    report = commands.add_parser(
+        "report", help="one results table and plot from the runs of several comparisons"
+    )
+    report.add_argument("--out", required=True, help="output directory")
+    report.add_argument(
+        "sources", nargs="+", metavar="SRC", help="a comparison's output directory (with runs/)"
+    )
+    report.set_defaults(run=_cmd_report)
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from feedbackgym.baselines.report import find_runs, write_report
+
+    runs, notes = find_runs(args.sources)
+    for note in notes:
+        print(f"feedbackgym report: {note}", file=sys.stderr)
+    if not runs:
+        raise CommandError("no run has a validation yet")
+    envs = ", ".join(sorted({run.env_id for run in runs if run.env_id})) or "runs"
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    title = f"{envs}: {len(runs)} runs from {len(args.sources)} comparisons"
+    write_report(out, runs, title=title, notes=notes)
+    print((out / "results.md").read_text())
+    print(f"tables: {out}/results.csv, {out}/improvement.csv, curves: {out}/curves.png")
+    return 0

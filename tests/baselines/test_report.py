@@ -1,0 +1,128 @@
+import csv
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from feedbackgym.baselines.compare import ComparisonConfig
+from feedbackgym.baselines.report import _phase_bounds, find_runs, plot_curves, write_tables
+from feedbackgym.baselines.rundir import CURVE_FIELDS, append_curve
+from feedbackgym.baselines.stats import IMPROVEMENT_FIELDS, improvement_rows, summarize_arm
+from feedbackgym.cli import main
+
+PHASES = {"g": "guide", "f": "fade", "r": "review", "n": "none"}
+
+
+def _run(source, arm, seed, successes, *, phases=None, rounds=None, config=True):
+    """A run directory as a comparison leaves it: ``curve.csv`` (one validation a round)."""
+    run = source / "runs" / f"{arm}-seed{seed}"
+    run.mkdir(parents=True)
+    phases = phases or "n" * len(successes)
+    for i, (success, phase) in enumerate(zip(successes, phases, strict=True)):
+        row = dict.fromkeys(CURVE_FIELDS, success) | {"step": 100 * (i + 1), "round": i + 1}
+        append_curve(run / "curve.csv", row | {"phase": PHASES[phase], "mean_length": 9})
+    if config:
+        budget = 100 * (rounds or len(successes))
+        settings = {"arm": arm, "seed": seed, "env_id": "feedbackgym/ToyCorridor-v0"}
+        settings |= {"total_steps": budget, "n_envs": 1, "n_steps": 100}
+        (run / "config.json").write_text(json.dumps(settings))
+    return SimpleNamespace(arm=arm, out_dir=str(run))
+
+
+def _read(path):
+    with path.open() as file:
+        return list(csv.DictReader(file))
+
+
+def test_report_builds_one_report_from_several_comparisons(tmp_path, capsys):
+    first, second, out = tmp_path / "first", tmp_path / "second", tmp_path / "report"
+    for seed, finals in enumerate([[0.2, 0.6, 0.9], [0.1, 0.5, 0.8], [0.0, 0.3]]):
+        _run(first, "guide-then-review", seed, finals, phases="gfr"[: len(finals)], rounds=3)
+    _run(second, "shaping", 0, [0.0, 0.1, 0.2], config=False)  # arm and seed from the name
+    _run(second, "shaping", 1, [0.0, 0.0, 0.1])
+    (second / "runs" / "shaping-seed2").mkdir()  # started, not validated yet
+
+    assert main(["report", "--out", str(out), str(first), str(second)]) == 0
+    printed = capsys.readouterr()
+    assert "| guide-then-review | 3 | 300 (1 short) |" in printed.out
+    assert "shaping-seed2: no validation yet" in printed.err
+    assert "guide-then-review-seed2: not finished, validated to 200 steps" in printed.err
+    results = {row["arm"]: row for row in _read(out / "results.csv")}
+    assert list(results) == ["guide-then-review", "shaping"]
+    assert results["shaping"]["seeds"] == "2"
+    assert {"iqm", "iqm_low", "iqm_high", "mean_low", "mean_high"} <= set(results["shaping"])
+    assert results["guide-then-review"]["steps_to_80_censored"] == "True"
+    with (out / "improvement.csv").open() as file:
+        assert next(csv.reader(file)) == list(IMPROVEMENT_FIELDS)
+    improvement = _read(out / "improvement.csv")
+    assert [(r["arm"], r["baseline"]) for r in improvement] == [
+        ("guide-then-review", "shaping"),
+        ("shaping", "guide-then-review"),
+    ]
+    assert float(improvement[0]["probability"]) == 1.0
+    markdown = (out / "results.md").read_text()
+    assert "| ≥ 200 (2/3) |" in markdown  # steps to 80%: one run never got there
+    assert "| guide-then-review | shaping | 1.00 [1.00, 1.00] |" in markdown
+    assert "- " + str(second / "runs" / "shaping-seed2") + ": no validation yet" in markdown
+    assert (out / "curves.png").stat().st_size > 0
+
+
+def test_report_refuses_a_source_without_runs_and_a_run_twice(tmp_path, capsys):
+    first, second = tmp_path / "first", tmp_path / "second"
+    _run(first, "sparse", 0, [0.0, 0.1])
+    _run(second, "sparse", 0, [0.0, 0.2])
+    (tmp_path / "empty").mkdir()
+    out = ["--out", str(tmp_path / "report")]
+    assert main(["report", *out, str(first), str(tmp_path / "empty")]) == 2
+    assert "holds no runs" in capsys.readouterr().err
+    assert main(["report", *out, str(first), str(second)]) == 2
+    assert "sparse seed 0 is in both" in capsys.readouterr().err
+    (tmp_path / "odd" / "runs" / "mine").mkdir(parents=True)
+    with pytest.raises(ValueError, match="not ARM-seedS"):
+        find_runs([tmp_path / "odd"])
+
+
+def test_tables_mark_censored_steps_and_leave_out_improvement_for_one_arm(tmp_path):
+    curves = [
+        {
+            "step": np.array([100.0, 200.0]),
+            "phase": np.array(["none"] * 2),
+            "success": np.array([0.2, s]),
+            "success_unguided": np.array([0.2, s]),
+            "mean_return": np.array([0.0, s]),
+        }
+        for s in (0.6, 0.9, 0.4)
+    ]
+    rows = [summarize_arm("sparse", curves)]
+    write_tables(tmp_path, rows, improvement_rows({"sparse": [0.6, 0.9, 0.4]}))
+    markdown = (tmp_path / "results.md").read_text()
+    assert "| 63% [40%, 90%] |" in markdown and "| ≥ 200 (1/3) |" in markdown
+    assert "P(arm > baseline)" not in markdown
+    assert (tmp_path / "improvement.csv").read_text().strip() == ",".join(IMPROVEMENT_FIELDS)
+
+
+def test_the_plot_shades_the_median_switch_of_the_runs(tmp_path):
+    config = ComparisonConfig(
+        env_id="feedbackgym/OpsIncidentEasy-v0",
+        arms=["guide-then-review"],
+        seeds=3,
+        steps=4096,
+        out=str(tmp_path),
+    )
+    runs = [
+        _run(tmp_path, "guide-then-review", seed, [0.5] * 5, phases=phases)
+        for seed, phases in enumerate(["ggfrr", "gggfr", "gfrrr"])
+    ]
+    planned = config.planned_switch()
+    assert _phase_bounds(runs, planned) == [(300.0, 400.0), (400.0, 500.0), (200.0, 300.0)]
+    assert plot_curves(tmp_path, runs, title="t", planned_switch=planned).stat().st_size > 0
+    unswitched = [_run(tmp_path, "guide-then-review", 9, [0.5] * 3, phases="ggg")]
+    assert _phase_bounds(unswitched, planned) == [planned]  # none switched yet: the plan
+    assert _phase_bounds(runs[:0], None) == []
+
+
+def test_a_plot_without_a_two_phase_arm_shades_no_phase(tmp_path):
+    shaping = [_run(tmp_path, "shaping", seed, [0.1, 0.4, 0.6]) for seed in range(2)]
+    assert _phase_bounds(shaping, None) == []
+    assert _phase_bounds(shaping, (200.0, 300.0)) == []  # even with a planned switch
