@@ -1,6 +1,6 @@
 """Trains the torch trainer 200k steps on CUDA and prints steps/s and the GPU's share.
 
-On OpsIncident hard with the guide-then-review stack, 16 envs in this process,
+On OpsIncident hard with the guide-then-review+shaping stack, 16 envs in this process,
 ``device="cuda"``: the learner on the GPU, the envs on the CPU. Per round it
 samples :class:`~feedbackgym.baselines.system.SystemMonitor` (GPU memory and,
 with NVML, utilisation); at the end it prints the overall steps/s, the wall
@@ -36,7 +36,7 @@ def main() -> int:
         return 2
     config = PPOConfig(
         ENV_ID,
-        "guide-then-review",
+        "guide-then-review+shaping",
         total_timesteps=args.steps,
         num_envs=args.num_envs,
         device="cuda",

@@ -4,7 +4,7 @@ Both run on OpsIncident in the same process, interleaved, best of ``--repeats``,
 with two policy networks: SB3's default (64, 64) and the (128, 128) that
 ``feedbackgym compare`` trains (``runner.DEFAULT_NET_ARCH``).
 
-The full stack is the guide-then-review arm (shaping, hints, reviews, the schedule
+The full stack is the guide-then-review+shaping arm (shaping, hints, reviews, the schedule
 driven by a :class:`~feedbackgym.control.FeedbackController` through
 :func:`~feedbackgym.baselines.callbacks.feedback_callbacks`) with every
 episode recorded to an HDF5 store by ``RecordTrajectories``.
@@ -45,7 +45,7 @@ def wall_time(full: bool, steps: int, store_dir: str, net_arch: list[int]) -> fl
     rounds = steps // (N_ENVS * N_STEPS)
     store = TrajectoryStore(store_dir) if full else None
     fixed = merge_config(FeedbackConfig(), {"schedule": {"fade": 1, "adaptive": None}})
-    config = arm_config("guide-then-review", fixed, rounds)
+    config = arm_config("guide-then-review+shaping", fixed, rounds)
 
     def make() -> Any:
         if not full:

@@ -1,6 +1,6 @@
 """Prints training throughput beside the rate the envs could feed it, all in one run.
 
-On OpsIncident hard with the guide-then-review stack (shaping, hints, reviews,
+On OpsIncident hard with the guide-then-review+shaping stack (shaping, hints, reviews,
 the schedule), each measured in this process one after another, best of
 ``--repeats``:
 
@@ -38,7 +38,7 @@ from feedbackgym.datasets import TrajectoryStore
 ENV_ID = "feedbackgym/OpsIncidentHard-v0"
 COMPARE_UPDATE = {"update_epochs": SB3_EPOCHS, "num_minibatches": 8, "update_threads": 1}
 """The update of a ``compare --trainer torch`` run (SB3's 10 epochs of 256 samples, one thread)."""
-ARM = "guide-then-review"
+ARM = "guide-then-review+shaping"
 
 
 def stack_rate(steps: int, config: FeedbackConfig) -> float:

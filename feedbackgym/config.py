@@ -4,7 +4,7 @@ Example file (``feedback.yaml``)::
 
     guide: {every: 4, lookahead: 2, dropout: 0.1, channels: [vector, info]}
     review: {window: 20, channels: [info, credit]}
-    schedule: {arm: guide-then-review, switch_at: 0.4, fade: 5, total: 100, unit: rounds,
+    schedule: {arm: guide-then-review+shaping, switch_at: 0.4, fade: 5, total: 100, unit: rounds,
                adaptive: {metric: return, window: 10, min_success: 0.3}}
     shaping: {gamma: 0.99, scale: 1.0, terminal: keep}
     retention: {hot_days: 7, cold_days: 90}
@@ -31,11 +31,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from feedbackgym.errors import ConfigError
 
 __all__ = [
+    "ARM_PRESETS",
+    "ARM_SPEAKERS",
+    "SHAPING_SUFFIX",
     "AdaptiveConfig",
     "ConfigWatcher",
     "FeedbackConfig",
@@ -46,13 +49,65 @@ __all__ = [
     "ShapingConfig",
     "load_config",
     "merge_config",
+    "split_arm",
 ]
 
 logger = logging.getLogger(__name__)
 
 GuideChannel = Literal["text", "vector", "info"]
 ReviewChannel = Literal["text", "vector", "info", "credit"]
-Arm = Literal["sparse", "guide", "review", "guide-then-review", "review-then-guide", "shaping"]
+
+ARM_SPEAKERS: dict[str, tuple[str, ...]] = {
+    "sparse": (),
+    "guide": ("guide",),
+    "review": ("review",),
+    "guide-then-review": ("guide", "review"),
+    "review-then-guide": ("review", "guide"),
+}
+"""Who speaks in each arm's schedule, in order: with two speakers the schedule switches
+from the first to the second (see :func:`feedbackgym.schedules.make_schedule`)."""
+
+SHAPING_SUFFIX = "+shaping"
+"""An arm named with this suffix has subgoal shaping on; its plain name has it off
+(``shaping`` alone is sparse feedback with shaping on)."""
+
+
+def _arm_name(speakers: str, shaped: bool) -> str:
+    if not shaped:
+        return speakers
+    return "shaping" if speakers == "sparse" else speakers + SHAPING_SUFFIX
+
+
+_ARMS: dict[str, tuple[str, bool]] = {
+    _arm_name(speakers, shaped): (speakers, shaped)
+    for speakers in ARM_SPEAKERS
+    for shaped in (False, True)
+}
+
+ARM_PRESETS: dict[str, dict[str, Any]] = {
+    name: {} if shaped else {"shaping": {"scale": 0.0}} for name, (_, shaped) in _ARMS.items()
+}
+"""What each comparison arm sets on top of a base config: every arm of
+:data:`ARM_SPEAKERS` with shaping off (scale 0) and with shaping on (the base
+config's shaping: scale 1 by default). The schedule decides who speaks; every arm
+has the guide and review in the vector and info channels (:data:`ARM_CHANNELS`),
+so all arms share one observation space."""
+
+
+def split_arm(arm: str) -> tuple[str, bool]:
+    """An arm's name as who speaks (a key of :data:`ARM_SPEAKERS`) and whether it shapes.
+
+    Example:
+        >>> split_arm("guide-then-review+shaping"), split_arm("review"), split_arm("shaping")
+        (('guide-then-review', True), ('review', False), ('sparse', True))
+
+    Raises:
+        ConfigError: Unknown arm (the message names the valid ones).
+    """
+    try:
+        return _ARMS[arm]
+    except KeyError:
+        raise ConfigError(f"unknown arm {arm!r}; choose one of {', '.join(_ARMS)}") from None
 
 
 class _Section(BaseModel):
@@ -123,7 +178,8 @@ class ScheduleConfig(_Section):
     """The guide → review schedule.
 
     Attributes:
-        arm: Which comparison arm the schedule is.
+        arm: Which comparison arm the schedule is (one of :data:`ARM_PRESETS`; a
+            ``+shaping`` arm has the schedule of its plain name).
         switch_at: Where the fade starts, as a fraction of training.
         fade: Cross-fade length, in ``unit`` (``None``: 10% of training, at least 5).
         total: Training length, in ``unit``.
@@ -131,12 +187,18 @@ class ScheduleConfig(_Section):
         adaptive: The adaptive rule, or ``None`` for a fixed switch.
     """
 
-    arm: Arm = "guide-then-review"
+    arm: str = "guide-then-review+shaping"
     switch_at: float = Field(0.4, ge=0.0, le=1.0)
     fade: float | None = Field(None, ge=0)
     total: float = Field(100, gt=0)
     unit: Literal["rounds", "steps"] = "rounds"
     adaptive: AdaptiveConfig | None = AdaptiveConfig()
+
+    @field_validator("arm")
+    @classmethod
+    def _known_arm(cls, arm: str) -> str:
+        split_arm(arm)
+        return arm
 
     @property
     def fade_length(self) -> float:
@@ -175,18 +237,6 @@ class RetentionConfig(_Section):
         return self
 
 
-ARM_PRESETS: dict[str, dict[str, Any]] = {
-    "sparse": {"shaping": {"scale": 0.0}},
-    "guide": {},
-    "review": {"shaping": {"scale": 0.0}},
-    "guide-then-review": {},
-    "review-then-guide": {},
-    "shaping": {},
-}
-"""What each comparison arm sets on top of a base config (the schedule decides who
-speaks; every arm has the guide and review in the vector and info channels, so
-all arms share one observation space)."""
-
 ARM_CHANNELS: dict[str, Any] = {
     "guide": {"channels": ("vector", "info")},
     "review": {"channels": ("vector", "info", "credit")},
@@ -214,11 +264,14 @@ class FeedbackConfig(_Section):
     def for_arm(cls, arm: str, base: FeedbackConfig | None = None) -> FeedbackConfig:
         """The preset of a comparison arm on top of ``base`` (default: the defaults).
 
+        Example:
+            >>> [FeedbackConfig.for_arm(arm).shaping.scale for arm in ("guide", "guide+shaping")]
+            [0.0, 1.0]
+
         Raises:
-            ConfigError: Unknown arm.
+            ConfigError: Unknown arm (the message names the valid ones).
         """
-        if arm not in ARM_PRESETS:
-            raise ConfigError(f"unknown arm {arm!r}; choose one of {', '.join(ARM_PRESETS)}")
+        split_arm(arm)
         overrides = {**ARM_CHANNELS, "schedule": {"arm": arm}}
         for section, values in ARM_PRESETS[arm].items():
             overrides[section] = {**overrides.get(section, {}), **values}

@@ -2,7 +2,8 @@
 
 Every arm of a comparison is a schedule: :class:`GuideReviewSchedule` (guide
 first, a linear cross-fade, then review), its reverse, and the constant arms
-(sparse, guide only, review only). Progress is counted in the schedule's
+(sparse, guide only, review only); an arm's ``+shaping`` variant has the same
+schedule (the shaping is in the env stack). Progress is counted in the schedule's
 ``unit`` (``"rounds"`` or ``"steps"``) out of ``total``; SB3's
 ``progress_remaining`` (1 → 0) is accepted by :meth:`Schedule.at_remaining`
 and by calling the schedule, which returns the guide weight as SB3's
@@ -28,7 +29,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from feedbackgym.config import ARM_PRESETS, AdaptiveConfig, ScheduleConfig
+from feedbackgym.config import ARM_PRESETS, ARM_SPEAKERS, AdaptiveConfig, ScheduleConfig, split_arm
 
 __all__ = [
     "ARMS",
@@ -412,12 +413,15 @@ class GuideReviewSchedule(Schedule):
 
 
 ARMS: tuple[str, ...] = tuple(ARM_PRESETS)
-"""Comparison arms (the presets of :data:`~feedbackgym.config.ARM_PRESETS`); each is a
-schedule (``shaping`` has sparse feedback weights and adds potential-based shaping in
-the env stack)."""
+"""Comparison arms (the presets of :data:`~feedbackgym.config.ARM_PRESETS`): who speaks
+(:data:`~feedbackgym.config.ARM_SPEAKERS`), each with shaping off (the plain name) and on
+(``+shaping``; ``shaping`` alone is sparse with shaping). Each is a schedule; shaping is
+added in the env stack."""
 
-TWO_PHASE_ARMS: tuple[str, ...] = ("guide-then-review", "review-then-guide")
-"""The arms whose schedule switches from one phase to the other."""
+TWO_PHASE_ARMS: tuple[str, ...] = tuple(
+    arm for arm in ARMS if len(ARM_SPEAKERS[split_arm(arm)[0]]) == 2
+)
+"""The arms whose schedule switches from one phase to the other, with and without shaping."""
 
 
 def schedule_from_config(config: ScheduleConfig) -> Schedule:
@@ -443,22 +447,19 @@ def make_schedule(arm: str, **kwargs: Any) -> Schedule:
     """Builds the schedule of a comparison arm.
 
     Args:
-        arm: One of :data:`ARMS`.
+        arm: One of :data:`ARMS` (``X+shaping`` has the schedule of ``X``).
         **kwargs: Passed on (``total``, ``unit``; ``switch_at``, ``fade`` and
             ``adaptive`` for the two-phase arms).
 
     Raises:
-        ValueError: Unknown arm.
+        ConfigError: Unknown arm (a ``ValueError``; the message names the valid ones).
+
+    Example:
+        >>> make_schedule("review-then-guide+shaping", total=10).state(0).phase
+        'review'
     """
-    if arm in TWO_PHASE_ARMS:
-        return GuideReviewSchedule(reverse=arm == "review-then-guide", **kwargs)
-    constant = {
-        "sparse": (0.0, 0.0),
-        "shaping": (0.0, 0.0),
-        "guide": (1.0, 0.0),
-        "review": (0.0, 1.0),
-    }
-    if arm not in constant:
-        raise ValueError(f"unknown arm {arm!r}; choose one of {', '.join(ARMS)}")
+    speakers = ARM_SPEAKERS[split_arm(arm)[0]]
+    if len(speakers) == 2:
+        return GuideReviewSchedule(reverse=speakers[0] == "review", **kwargs)
     kwargs = {k: v for k, v in kwargs.items() if k in ("total", "unit")}
-    return ConstantSchedule(*constant[arm], **kwargs)
+    return ConstantSchedule(float("guide" in speakers), float("review" in speakers), **kwargs)

@@ -114,8 +114,16 @@ def test_bad_inputs_are_refused_with_clear_errors(tmp_path):
         FeedbackController(42)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="cannot read"):
         FeedbackController(tmp_path / "missing.yaml")
-    with pytest.raises(ConfigError, match="unknown arm"):
+    with pytest.raises(
+        ConfigError, match=r"unknown arm 'teacher'; choose one of sparse, .*\+shaping"
+    ):
         FeedbackConfig.for_arm("teacher")
+    with pytest.raises(
+        ConfigError, match=r"neither an arm \(sparse, shaping, guide, guide\+shaping"
+    ):
+        feedbackgym.make(ENV, "guide+shapin")
+    with pytest.raises(ConfigError, match="schedule.arm: .*unknown arm 'guide-then-reviews'"):
+        FeedbackConfig.from_mapping({"schedule": {"arm": "guide-then-reviews"}})
 
 
 def test_without_a_config_the_envs_keep_their_own_settings():

@@ -2,13 +2,18 @@ import pickle
 
 import pytest
 
+from feedbackgym.config import FeedbackConfig
 from feedbackgym.schedules import (
     ARMS,
+    TWO_PHASE_ARMS,
     ConstantSchedule,
     GuideReviewSchedule,
     TrendRule,
     make_schedule,
+    schedule_from_config,
 )
+
+SPEAKERS = ["sparse", "guide", "review", "guide-then-review", "review-then-guide"]
 
 
 def test_default_schedule_guides_for_40_percent_then_fades_over_5_rounds():
@@ -41,6 +46,32 @@ def test_every_arm_is_a_schedule_that_pickles(arm):
     clone = pickle.loads(pickle.dumps(s))
     assert repr(clone) == repr(s)
     assert clone.state(3) == s.state(3)
+
+
+def test_the_arms_are_who_speaks_times_shaping_off_and_on():
+    shaped = ["shaping"] + [f"{arm}+shaping" for arm in SPEAKERS[1:]]
+    assert sorted(ARMS) == sorted(SPEAKERS + shaped)
+    assert sorted(TWO_PHASE_ARMS) == sorted(a for a in ARMS if "-then-" in a)
+
+
+@pytest.mark.parametrize("arm", ARMS)
+def test_an_arm_shapes_exactly_when_named_so_and_shaping_leaves_its_schedule_alone(arm):
+    config = FeedbackConfig.for_arm(arm)
+    named_shaped = arm.endswith("+shaping") or arm == "shaping"
+    assert config.schedule.arm == arm
+    assert (config.shaping.scale == 0) != named_shaped
+    plain = "sparse" if arm == "shaping" else arm.removesuffix("+shaping")
+    kwargs = {"total": 20, "fade": 2, "adaptive": TrendRule()}
+    assert repr(make_schedule(arm, **kwargs)) == repr(make_schedule(plain, **kwargs))
+    plain_config = FeedbackConfig.for_arm(plain)
+    assert {name for name, section in config if section != getattr(plain_config, name)} <= {
+        "schedule",
+        "shaping",
+    }
+    assert config.schedule.model_copy(update={"arm": plain}) == plain_config.schedule
+    schedules = [schedule_from_config(c.schedule) for c in (config, plain_config)]
+    assert repr(schedules[0]) == repr(schedules[1])
+    assert (arm in TWO_PHASE_ARMS) == (plain in TWO_PHASE_ARMS)
 
 
 def test_constant_arms():

@@ -1,18 +1,22 @@
 """The comparison arms: presets of one feedback config; one stack, the schedule decides who speaks.
 
 Every arm gets the same observation space (hint and review fields are zero
-when their weight is zero), so networks are comparable across arms:
+when their weight is zero), so networks are comparable across arms. Who speaks:
 
-* ``sparse``: the env reward only.
-* ``shaping``: shaping from subgoal progress all training long, no hints or reviews.
-* ``guide``: hints (vector; half the episodes unguided) and shaping, all training long.
+* ``sparse``: no hints or reviews.
+* ``guide``: hints (vector; half the episodes unguided), all training long.
 * ``review``: reviews (vector summary and per-step credit), all training long.
-* ``guide-then-review``: shaping all along; hints first, then a cross-fade into reviews.
+* ``guide-then-review``: hints first, then a cross-fade into reviews.
 * ``review-then-guide``: the reverse order.
 
-Shaping is the dense reward channel of the guide arms and stays on for the whole
-run: withdrawing it with the hints left the policy with the sparse reward alone
-and collapsed it after the switch (measured on OpsIncidentEasy, see the README).
+Each comes with shaping off (the plain name: the env reward only) and on
+(``guide+shaping``, ...; ``shaping`` is sparse with shaping): shaping from subgoal
+progress all training long, so the gain of hints and reviews can be told apart from
+the shaping's (see :data:`feedbackgym.config.ARM_PRESETS`).
+
+Shaping stays on for the whole run when an arm has it: withdrawing it with the hints
+left the policy with the sparse reward alone and collapsed it after the switch
+(measured on OpsIncidentEasy, see the README).
 Hints are withheld from whole episodes (half of them), not from single steps: with
 30% of single hints dropped the policy leaned on the hints (0-17% success with them
 masked while 84% with them) and lost a third of its success at the switch; with

@@ -20,7 +20,8 @@ validation, checkpoints, resume, recording) that ``feedbackgym train`` and
 
 Usage::
 
-    python -m feedbackgym.baselines.ppo --env feedbackgym/OpsIncidentEasy-v0 --arm guide-then-review
+    python -m feedbackgym.baselines.ppo --env feedbackgym/OpsIncidentEasy-v0 \
+        --arm guide-then-review+shaping
 """
 
 from __future__ import annotations
@@ -105,7 +106,7 @@ class PPOConfig(ArmFeedback):
     """
 
     env_id: str
-    arm: str = "guide-then-review"
+    arm: str = "guide-then-review+shaping"
     seed: int = 0
     total_timesteps: int = 50_000
     num_envs: int = 8
@@ -525,7 +526,7 @@ def main(argv: list[str] | None = None) -> None:
     """Command line: train and print one line per round."""
     parser = argparse.ArgumentParser(description="CleanRL-style PPO over the feedback stack")
     parser.add_argument("--env", dest="env_id", default="feedbackgym/OpsIncidentEasy-v0")
-    parser.add_argument("--arm", default="guide-then-review")
+    parser.add_argument("--arm", default="guide-then-review+shaping")
     parser.add_argument("--total-timesteps", type=int, default=50_000)
     parser.add_argument("--num-envs", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)

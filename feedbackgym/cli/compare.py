@@ -38,7 +38,10 @@ def _add_arguments(compare: argparse.ArgumentParser) -> None:
     compare.add_argument(
         "--env", dest="env_id", help="env id (default with --quick: OpsIncidentEasy)"
     )
-    compare.add_argument("--arms", help=f"comma-separated, from {','.join(ARMS)}")
+    compare.add_argument(
+        "--arms",
+        help=f"comma-separated, from {', '.join(ARMS)} (+shaping: with subgoal shaping)",
+    )
     compare.add_argument("--seeds", type=positive_int, help="seeds per arm")
     compare.add_argument("--steps", type=positive_int, help="env steps per run")
     compare.add_argument(

@@ -26,7 +26,12 @@ def add_commands(commands: Any) -> None:
     """Adds ``train`` to the top-level subparsers ``commands``."""
     train = commands.add_parser("train", help="train one arm with one seed (one run directory)")
     train.add_argument("--env", dest="env_id", required=True, help="env id")
-    train.add_argument("--arm", default="guide-then-review", choices=ARMS, help="the arm")
+    train.add_argument(
+        "--arm",
+        default="guide-then-review+shaping",
+        choices=ARMS,
+        help="the arm (+shaping: with subgoal shaping)",
+    )
     train.add_argument("--seed", type=int, default=0, help="the run's seed")
     train.add_argument("--steps", type=positive_int, required=True, help="env steps")
     train.add_argument("--out", default="runs/train", help="the run directory")

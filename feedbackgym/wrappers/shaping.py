@@ -53,9 +53,10 @@ class ShapeWithSubgoals(
     form. It also takes back all progress reward when an episode fails, which
     leaves little learning signal on long tasks; ``terminal="keep"`` (the default) keeps the
     last state's potential (the shaping then sums to γᵀΦ(s_T) − Φ(s₀), a bias
-    towards ending with more subgoals done — fade it out with the guide, as
-    the guide-then-review arm does, to train the final policy on the env
-    reward alone). ``"keep"`` also rewards ending an episode on purpose:
+    towards ending with more subgoals done — fade it out with the guide,
+    ``FadeGuideToReview(fade_shaping=True)``, to train the final policy on the env
+    reward alone; the comparison's arms keep it on, as fading it collapsed success
+    after the switch). ``"keep"`` also rewards ending an episode on purpose:
     every step without progress costs (1 − γ)Φ(s), so once progress stalls a
     policy that escalates or breaks something to end the episode keeps its
     potential and stops paying (seen on OpsIncident hard, where two of five

@@ -14,6 +14,7 @@ from typing import Any
 import gymnasium as gym
 
 from feedbackgym.config import ARM_PRESETS, FeedbackConfig, load_config
+from feedbackgym.errors import ConfigError
 from feedbackgym.wrappers.guide import AddGuide
 from feedbackgym.wrappers.review import AddReview
 from feedbackgym.wrappers.schedule import FadeGuideToReview
@@ -25,18 +26,26 @@ __all__ = ["make", "resolve_feedback"]
 def resolve_feedback(feedback: FeedbackConfig | str | Path | None) -> FeedbackConfig:
     """The config ``feedback`` names: a config, an arm's preset, a file, or the defaults.
 
+    A string without a file extension is an arm's name.
+
     Raises:
-        ConfigError: A file that cannot be read or validated.
+        ConfigError: An unknown arm, or a file that cannot be read or validated.
 
     Example:
-        >>> resolve_feedback("shaping").schedule.arm
-        'shaping'
+        >>> config = resolve_feedback("guide+shaping")
+        >>> config.schedule.arm, config.shaping.scale
+        ('guide+shaping', 1.0)
     """
     if feedback is None:
         return FeedbackConfig()
     if isinstance(feedback, FeedbackConfig):
         return feedback
-    if isinstance(feedback, str) and feedback in ARM_PRESETS:
+    if isinstance(feedback, str) and not Path(feedback).suffix:
+        if feedback not in ARM_PRESETS:
+            raise ConfigError(
+                f"{feedback!r} is neither an arm ({', '.join(ARM_PRESETS)}) "
+                "nor a .yaml, .yml or .toml config file"
+            )
         return FeedbackConfig.for_arm(feedback)
     return load_config(feedback)
 
@@ -54,7 +63,8 @@ def make(
         env_id: A registered id (made with ``gym.make(env_id, **env_kwargs)``)
             or an env already made (a third-party env with subgoals).
         feedback: A :class:`~feedbackgym.config.FeedbackConfig`, an arm's name
-            (its preset, e.g. ``"guide-then-review"``), the path of a YAML or
+            (its preset, e.g. ``"guide-then-review"``, or ``"guide-then-review+shaping"``
+            with shaping), the path of a YAML or
             TOML config file (followed: a valid edit applies at the next
             ``set_progress``; a trainer's controller overrides it), or ``None``
             for the defaults.
