@@ -38,11 +38,11 @@ import numpy as np
 
 from feedbackgym.baselines.arms import ArmFeedback, rounds_for
 from feedbackgym.baselines.device import resolve_device
+from feedbackgym.baselines.env_workers import EnvWorkers, StepBatch
 from feedbackgym.baselines.flat import TEXT_VOCAB, Credit, TrainerView
 from feedbackgym.baselines.system import SystemMonitor
 from feedbackgym.config import FeedbackConfig
 from feedbackgym.errors import DependencyNotInstalled
-from feedbackgym.protocol import ENV_REWARD, IS_SUCCESS
 from feedbackgym.wrappers.stack import make
 
 try:
@@ -75,8 +75,9 @@ class PPOConfig(ArmFeedback):
         total_timesteps: Env steps to train for.
         num_envs: Parallel envs.
         num_steps: Steps per env per round.
-        async_envs: Subprocess workers (``AsyncVectorEnv``) instead of in-process ones
-            (for slow envs: web, code).
+        workers: Worker processes that step the envs, two groups each: a worker
+            steps one group while the learner picks the other's actions (0:
+            every env in the learner's process). See :class:`~.env_workers.EnvWorkers`.
         use_text: Also read the text observation (needs ``obs_mode="both"`` in ``env_kwargs``).
         text_length: Characters of text the embedding reads.
         learning_rate: Adam's step size.
@@ -111,7 +112,7 @@ class PPOConfig(ArmFeedback):
     total_timesteps: int = 50_000
     num_envs: int = 8
     num_steps: int = 128
-    async_envs: bool = False
+    workers: int = 0
     use_text: bool = False
     text_length: int = 512
     learning_rate: float = 3e-4
@@ -217,11 +218,13 @@ class Agent(nn.Module):
         )
 
 
-def make_vector_env(config: PPOConfig, feedback: FeedbackConfig, *, record: Any = None) -> Any:
-    """The stack ``feedback`` describes, seen through :class:`~.flat.TrainerView`, in a vector env.
+def make_vector_env(
+    config: PPOConfig, feedback: FeedbackConfig, *, record: Any = None
+) -> EnvWorkers:
+    """``num_envs`` stacks as ``feedback`` describes, each seen through :class:`~.flat.TrainerView`.
 
-    Same-step autoreset; in-process envs, or subprocess workers with ``async_envs``.
-    ``record`` is a store, or its path for subprocess workers (each writes its own shard).
+    In the learner's process, or in ``config.workers`` worker processes.
+    ``record`` is a store, or its path for worker processes (each env writes its own shard).
     """
     text_length = config.text_length if config.use_text else 0
 
@@ -229,12 +232,8 @@ def make_vector_env(config: PPOConfig, feedback: FeedbackConfig, *, record: Any 
         stack = make(config.env_id, feedback, record=record, **config.env_kwargs)
         return TrainerView(stack, text_length)
 
-    vector_cls = gym.vector.AsyncVectorEnv if config.async_envs else gym.vector.SyncVectorEnv
-    return vector_cls(
-        [build] * config.num_envs,
-        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
-        copy=False,  # the learner copies each observation into its rollout before the next step
-    )
+    groups = min(config.num_envs, 2 * config.workers) if config.workers else 1
+    return EnvWorkers([build] * config.num_envs, groups=groups, processes=config.workers)
 
 
 class Rollout:
@@ -280,7 +279,7 @@ class Learner:
 
     Args:
         config: The run's settings.
-        envs: A vector env of :class:`~.flat.TrainerView` envs (:func:`make_vector_env`).
+        envs: The envs (:func:`make_vector_env`).
         gamma: The discount (the shaping's).
         device: Where the agent and the tensors live.
     """
@@ -305,64 +304,78 @@ class Learner:
         self.episode_returns: list[float] = []
         """Env returns (without shaping) of the last 100 finished episodes."""
         self.episode_successes: list[bool] = []
+        self._finished: list[float] = []
+        self._successes: list[bool] = []
 
     def reset(self, seed: int) -> None:
         """Resets every env (env ``i`` with ``seed + i``)."""
-        obs, _ = self.envs.reset(seed=seed)
-        self.next_obs = torch.as_tensor(obs, device=self.device)
+        self.next_obs = torch.as_tensor(self.envs.reset(seed), device=self.device).clone()
         self._episode[:] = 0
         self._episode_step[:] = 0
         self._returns[:] = 0.0
 
     def collect(self) -> dict[str, float]:
-        """Plays one round; returns its episodes' mean env return and success (when any ended)."""
+        """Plays one round; returns its episodes' mean env return and success (when any ended).
+
+        Group by group: while one group's envs step (in their worker), the
+        learner records the other's last step and picks its next actions.
+        """
         assert self.next_obs is not None, "reset() first"
-        buffer, envs, agent = self.buffer, self.envs, self.agent
-        finished: list[float] = []
-        successes: list[bool] = []
+        self._finished, self._successes = [], []
+        groups = self.envs.groups
         for t in range(self.config.num_steps):
-            buffer.obs[t] = self.next_obs
-            buffer.episode[t] = self._episode
-            buffer.episode_step[t] = self._episode_step
-            with torch.inference_mode():
-                action, logprob, value = agent.sample(self.next_obs)
-            obs, reward, terminated, truncated, info = envs.step(action.cpu().numpy())
-            done = terminated | truncated
-            buffer.actions[t] = action
-            buffer.logprobs[t] = logprob
-            buffer.values[t] = value
-            buffer.rewards[t] = torch.as_tensor(reward, dtype=torch.float32, device=self.device)
-            buffer.dones[t] = torch.as_tensor(done, dtype=torch.float32, device=self.device)
-            cut = truncated & ~terminated  # a time limit on a terminal step ends the episode
-            if cut.any() and not self.config.time_limit_terminal:
-                # a cut-off episode's value, from its final observation
-                final = np.stack([info["final_obs"][i] for i in np.flatnonzero(cut)])
-                with torch.inference_mode():
-                    bootstrap = agent.value(torch.as_tensor(final, device=self.device))
-                index = torch.as_tensor(np.flatnonzero(cut), device=self.device)
-                buffer.rewards[t, index] += self.gamma * bootstrap
-            env_reward = np.asarray(info[ENV_REWARD], np.float64)
-            if done.any():  # a finished episode's last info is its final_info (same-step reset)
-                final = info["final_info"]
-                env_reward = np.where(done, final.get(ENV_REWARD, 0.0), env_reward)
-            self._returns += env_reward
-            self._episode_step += 1
-            if done.any():
-                finished += self._returns[done].tolist()
-                successes += np.asarray(final[IS_SUCCESS], bool)[done].tolist()
-                self._returns[done] = 0.0
-                self._episode[done] += 1
-                self._episode_step[done] = 0
-            self.next_obs = torch.as_tensor(obs, device=self.device)
-        for env, credits in enumerate(envs.call("take_credits")):  # taken even if unused
+            for group, rows in enumerate(groups):
+                if t:
+                    self._record(t - 1, rows, self.envs.step_wait(group))
+                self._act(t, group, rows)
+        for group, rows in enumerate(groups):
+            self._record(self.config.num_steps - 1, rows, self.envs.step_wait(group))
+        for env, credits in enumerate(self.envs.call("take_credits")):  # taken even if unused
             for credit in credits if self.config.review_credit else ():
-                buffer.add_credit(env, credit)
+                self.buffer.add_credit(env, credit)
+        finished, successes = self._finished, self._successes
         self.episode_returns = (self.episode_returns + finished)[-100:]
         self.episode_successes = (self.episode_successes + successes)[-100:]
         trend = {"episodes": float(len(finished))}
         if finished:
             trend.update(mean_return=float(np.mean(finished)), success=float(np.mean(successes)))
         return trend
+
+    def _act(self, t: int, group: int, rows: slice) -> None:
+        """Picks step ``t``'s actions for ``group``'s envs and starts their step."""
+        buffer, obs = self.buffer, self.next_obs[rows]  # type: ignore[index]
+        buffer.obs[t, rows] = obs
+        buffer.episode[t, rows] = self._episode[rows]
+        buffer.episode_step[t, rows] = self._episode_step[rows]
+        with torch.inference_mode():
+            action, logprob, value = self.agent.sample(obs)
+        buffer.actions[t, rows] = action
+        buffer.logprobs[t, rows] = logprob
+        buffer.values[t, rows] = value
+        self.envs.step_async(group, action.cpu().numpy())
+
+    def _record(self, t: int, rows: slice, step: StepBatch) -> None:
+        """Files step ``t`` of the envs at ``rows``; keeps their next observations."""
+        buffer, device = self.buffer, self.device
+        done = step.terminated | step.truncated
+        buffer.rewards[t, rows] = torch.as_tensor(step.reward, device=device)
+        buffer.dones[t, rows] = torch.as_tensor(done, dtype=torch.float32, device=device)
+        cut = np.flatnonzero(step.truncated & ~step.terminated)  # a terminal step ends it
+        if len(cut) and not self.config.time_limit_terminal:
+            # a cut-off episode's value, from its final observation
+            with torch.inference_mode():
+                bootstrap = self.agent.value(torch.as_tensor(step.final_obs[cut], device=device))
+            buffer.rewards[t, rows.start + cut] += self.gamma * bootstrap
+        returns = self._returns[rows]
+        returns += step.env_reward
+        self._episode_step[rows] += 1
+        if done.any():
+            self._finished += returns[done].tolist()
+            self._successes += step.is_success[done].tolist()
+            returns[done] = 0.0
+            self._episode[rows][done] += 1
+            self._episode_step[rows][done] = 0
+        self.next_obs[rows] = torch.as_tensor(step.obs, device=device)  # type: ignore[index]
 
     def advantages(self) -> tuple[torch.Tensor, torch.Tensor]:
         """GAE advantages and returns of the round in the buffer."""

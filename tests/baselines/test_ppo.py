@@ -6,6 +6,7 @@ import pytest
 import torch
 from gymnasium import spaces
 
+from feedbackgym.baselines.env_workers import EnvWorkers
 from feedbackgym.baselines.flat import Credit, FlatLayout, TrainerView
 from feedbackgym.baselines.ppo import Learner, PPOConfig, Rollout, train
 from feedbackgym.schedules import ARMS
@@ -32,7 +33,7 @@ def test_each_arm_trains_and_follows_the_schedule(arm):
 
 
 def test_text_observation_and_async_workers():
-    config = _config("review", use_text=True, async_envs=True, env_kwargs={"obs_mode": "both"})
+    config = _config("review", use_text=True, workers=2, env_kwargs={"obs_mode": "both"})
     agent, history = train(config)
     assert agent.text_length == 512 and len(history) == 2
     assert any(h["episodes"] for h in history)
@@ -89,9 +90,7 @@ class _LastTick(_Ticks):
 
 def test_an_episode_that_ends_at_its_time_limit_is_not_bootstrapped():
     config = _config("sparse", num_envs=1, num_steps=4)
-    envs = gym.vector.SyncVectorEnv(
-        [lambda: TrainerView(_LastTick())], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP
-    )
+    envs = EnvWorkers([lambda: TrainerView(_LastTick())])
     learner = Learner(config, envs, 0.9, torch.device("cpu"))
     learner.reset(0)
     learner.collect()
@@ -114,9 +113,7 @@ def test_a_seeded_reset_starts_the_episode_count_and_drops_old_credits():
 
 def _ticks_learner(**kwargs):
     config = _config("sparse", num_envs=1, num_steps=4, **kwargs)
-    envs = gym.vector.SyncVectorEnv(
-        [lambda: TrainerView(_Ticks())], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP
-    )
+    envs = EnvWorkers([lambda: TrainerView(_Ticks())])
     learner = Learner(config, envs, 0.9, torch.device("cpu"))
     learner.reset(0)
     return learner
