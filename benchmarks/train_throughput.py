@@ -8,15 +8,19 @@ the schedule), each measured in this process one after another, best of
   envs could feed a trainer);
 * SB3 PPO (the ``compare`` default network, 8 envs, the feedback callbacks);
 * the torch trainer (:func:`feedbackgym.baselines.ppo.train`) at its defaults
-  (CleanRL's 4 epochs, 2 threads in the update), without and with every episode
-  recorded to an HDF5 store, and with the update a ``compare --trainer torch``
-  run makes (SB3's 10 epochs of 256 samples, one thread).
+  (CleanRL's 4 epochs, 2 threads in the update), its envs in the learner's
+  process or stepped by one worker process (``--env-workers 1``) while the
+  learner acts, each without and with every episode recorded to an HDF5 store;
+  and with the update a ``compare --trainer torch`` run makes (SB3's 10 epochs
+  of 256 samples, one thread).
 
-Ratios are against the env + stack rate of the same run (the machine's speed
-drifts; ratios within one run do not).
+The torch trainer's rates are steady state: from the end of its first round
+to the end of its last (imports, worker start-up and the first round are paid
+once a run). Ratios are against the env + stack rate of the same run (the
+machine's speed drifts; ratios within one run do not).
 
 Usage:
-    python benchmarks/train_throughput.py [--steps 65536] [--repeats 2] [--num-envs 16]
+    python benchmarks/train_throughput.py [--steps 131072] [--repeats 2] [--num-envs 32]
 """
 
 from __future__ import annotations
@@ -85,28 +89,35 @@ def sb3_rate(steps: int, config: FeedbackConfig) -> float:
 
 
 def torch_rate(steps: int, num_envs: int, record: str | None, **settings: int) -> float:
-    """Steps/s of the torch trainer on the stack, recording to a store at ``record`` if given.
+    """Steady-state steps/s of the torch trainer on the stack, recording at ``record`` if given.
 
-    The store is shared by the in-process envs (one writer), as a run's is,
-    and sealed before the clock stops. ``settings`` override :class:`PPOConfig`'s.
+    In-process envs share one store (one writer), as a run's do; worker
+    processes' envs each write a shard at the path. ``settings`` override
+    :class:`PPOConfig`'s.
     """
     config = PPOConfig(
         ENV_ID, ARM, total_timesteps=steps, num_envs=num_envs, device="cpu", **settings
     )
-    start = time.perf_counter()
+    ends: list[float] = []
+
+    def on_round(round_: int, metrics: dict[str, float]) -> None:
+        ends.append(time.perf_counter())
+
     if record is None:
-        train(config)
+        train(config, on_round=on_round)
+    elif config.workers:
+        train(config, on_round=on_round, record=record)
     else:
         with TrajectoryStore(record) as store:
-            train(config, record=store)
-    return config.rounds * config.num_envs * config.num_steps / (time.perf_counter() - start)
+            train(config, on_round=on_round, record=store)
+    return (len(ends) - 1) * config.num_envs * config.num_steps / (ends[-1] - ends[0])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=65536)
+    parser.add_argument("--steps", type=int, default=131072)
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--num-envs", type=int, default=16)
+    parser.add_argument("--num-envs", type=int, default=32)
     args = parser.parse_args()
     torch.set_num_threads(1)
     rounds = args.steps // (args.num_envs * 128)
@@ -123,6 +134,12 @@ def main() -> None:
             "torch trainer + recorder": lambda r: torch_rate(
                 args.steps, args.num_envs, f"{tmp}/store{r}"
             ),
+            "torch trainer, 1 env worker": lambda r: torch_rate(
+                args.steps, args.num_envs, None, workers=1
+            ),
+            "torch, 1 env worker + recorder": lambda r: torch_rate(
+                args.steps, args.num_envs, f"{tmp}/worker-store{r}", workers=1
+            ),
         }
         for repeat in range(args.repeats):
             for name, run in runs.items():
@@ -132,8 +149,9 @@ def main() -> None:
     print(f"{'setup':<32} {'steps/s':>9} {'vs env + stack':>15}")
     for name, rate in best.items():
         print(f"{name:<32} {rate:>9.0f} {rate / base:>14.2f}x")
-    ratio = best["torch trainer + recorder"] / best["torch trainer"]
-    print(f"recording keeps {ratio:.2f}x of the torch trainer's throughput")
+    for setup in ("torch trainer", "torch trainer, 1 env worker"):
+        recorded = "torch, 1 env worker + recorder" if "worker" in setup else f"{setup} + recorder"
+        print(f"recording keeps {best[recorded] / best[setup]:.2f}x of {setup}'s throughput")
     print(f"numpy {np.__version__}, torch {torch.__version__}")
 
 

@@ -69,6 +69,8 @@ class ComparisonConfig:
         trainer: ``"torch"`` (the default) or ``"sb3"`` (see
             :class:`~feedbackgym.baselines.run.RunConfig`).
         device: ``"auto"`` (CUDA when present), ``"cuda"`` or ``"cpu"``.
+        env_workers: The torch trainer's env worker processes per run (see
+            :class:`~feedbackgym.baselines.run.RunConfig`).
     """
 
     env_id: str
@@ -92,6 +94,7 @@ class ComparisonConfig:
     time_limit_terminal: bool = False
     trainer: str = DEFAULT_TRAINER
     device: str = "auto"
+    env_workers: int = 0
 
     def __post_init__(self) -> None:
         unknown = [a for a in self.arms if a not in ARMS]
@@ -153,6 +156,7 @@ class ComparisonConfig:
                 time_limit_terminal=self.time_limit_terminal,
                 trainer=self.trainer,
                 device=self.device,
+                env_workers=self.env_workers,
             )
             for arm in self.arms
             for seed in range(self.seeds)

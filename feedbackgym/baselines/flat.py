@@ -24,7 +24,7 @@ from gymnasium import spaces
 
 from feedbackgym.protocol import ENV_REWARD, FEEDBACK, IS_SUCCESS
 
-__all__ = ["TEXT_VOCAB", "Credit", "FlatLayout", "TrainerView"]
+__all__ = ["TEXT_VOCAB", "Credit", "FlatLayout", "TrainerView", "trainer_env"]
 
 TEXT_VOCAB = 128
 """Byte codes of the text segment are 7-bit (0 is padding)."""
@@ -62,22 +62,22 @@ class FlatLayout:
     """
 
     def __init__(self, space: spaces.Space[Any], text_length: int = 0) -> None:
-        self._parts: list[tuple[str | None, int, int, bool]] = []
-        """(key, offset, size, one-hot) of each numeric part."""
+        self._parts: list[tuple[str | None, slice, int]] = []
+        """(key, columns, shape) of each numeric part; shape 0: one-hot, 1: flat, 2: reshape."""
         subspaces = space.spaces if isinstance(space, spaces.Dict) else {None: space}
         offset = 0
         for key, sub in subspaces.items():
             if isinstance(sub, spaces.Text):
                 continue
             if isinstance(sub, spaces.Discrete):
-                size, onehot = int(sub.n), True
+                size, shape = int(sub.n), 0
             elif isinstance(sub, (spaces.Box, spaces.MultiBinary)):
-                size, onehot = int(np.prod(sub.shape or (1,))), False
+                size, shape = int(np.prod(sub.shape or (1,))), 1 if len(sub.shape) == 1 else 2
             else:
                 raise TypeError(
                     f"cannot flatten observation key {key!r} of type {type(sub).__name__}"
                 )
-            self._parts.append((key, offset, size, onehot))
+            self._parts.append((key, slice(offset, offset + size), shape))
             offset += size
         self.numeric_size = offset
         if text_length and not (
@@ -90,16 +90,16 @@ class FlatLayout:
     def flatten(self, obs: Any, out: np.ndarray | None = None) -> np.ndarray:
         """Writes ``obs`` into ``out`` (a new array if ``None``) and returns it."""
         row = np.zeros(self.size, np.float32) if out is None else out
-        for key, offset, size, onehot in self._parts:
+        for key, columns, shape in self._parts:
             value = obs if key is None else obs[key]
-            if onehot:
+            if shape == 0:  # one-hot
                 if out is not None:
-                    row[offset : offset + size] = 0.0
-                row[offset + int(value)] = 1.0
-            elif type(value) is np.ndarray:  # the common case, without np.ravel's dispatch
-                row[offset : offset + size] = value.reshape(-1)
+                    row[columns] = 0.0
+                row[columns.start + int(value)] = 1.0
+            elif shape == 1:  # already flat (or a list): no reshape
+                row[columns] = value
             else:
-                row[offset : offset + size] = np.ravel(value)
+                row[columns] = np.ravel(value)
         if self.text_length:
             codes = np.frombuffer(
                 str(obs["text"]).encode("ascii", "replace")[-self.text_length :], np.uint8
@@ -161,3 +161,16 @@ class TrainerView(gym.Wrapper[np.ndarray, Any, Any, Any]):
         """The review credits since the last call (called once a round)."""
         credits, self._credits = self._credits, []
         return credits
+
+
+def trainer_env(
+    env_id: str, feedback: Any, text_length: int = 0, record: Any = None, **env_kwargs: Any
+) -> TrainerView:
+    """The stack ``feedbackgym.make(env_id, feedback, record=record, **env_kwargs)`` in a view.
+
+    A module-level builder: ``functools.partial(trainer_env, ...)`` pickles
+    without the trainer (worker processes do not import torch to build envs).
+    """
+    from feedbackgym.wrappers.stack import make
+
+    return TrainerView(make(env_id, feedback, record=record, **env_kwargs), text_length)

@@ -48,7 +48,8 @@ class RunConfig(ArmFeedback):
         out_dir: The run directory.
         n_envs: Parallel envs.
         n_steps: Steps per env per round (PPO rollout length).
-        subprocess: Run the envs in subprocess workers (``SubprocVecEnv``).
+        subprocess: Run the envs in subprocess workers (SB3: ``SubprocVecEnv``; the
+            torch trainer: 2 env workers unless ``env_workers`` says otherwise).
         eval_every: Rounds between validations.
         eval_episodes: Validation seeds per validation.
         review_credit: Redistribute review credit into PPO's rollout buffer.
@@ -71,6 +72,9 @@ class RunConfig(ArmFeedback):
             :func:`~feedbackgym.baselines.torch_run.train_torch_run`; the default) or
             ``"sb3"`` (SB3's PPO).
         device: ``"auto"`` (CUDA when a GPU is present), ``"cuda"`` or ``"cpu"``.
+        env_workers: The torch trainer's worker processes that step the envs while
+            the learner acts (:class:`~feedbackgym.baselines.env_workers.EnvWorkers`;
+            0: in the learner's process; ``subprocess`` alone means 2).
         record: Record every training episode in ``out_dir/trajectories`` (a
             :class:`~feedbackgym.datasets.TrajectoryStore`; the episodes of round
             ``r`` are under ``/{env_id}/{r}``). Needs the ``hdf5`` extra.
@@ -102,11 +106,14 @@ class RunConfig(ArmFeedback):
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     trainer: str = DEFAULT_TRAINER
     device: str = "auto"
+    env_workers: int = 0
     record: bool = False
     keep_checkpoints: int = 5
 
     def __post_init__(self) -> None:
         checked_keep_checkpoints(self.keep_checkpoints)
+        if self.env_workers < 0:
+            raise ValueError(f"env_workers must be >= 0, got {self.env_workers}")
         if self.trainer not in TRAINERS:
             raise ValueError(f"trainer must be one of {', '.join(TRAINERS)}, got {self.trainer!r}")
         self.arm_config(self.feedback)  # checks the arm and the overrides before the run starts
@@ -172,7 +179,7 @@ def open_store(config: RunConfig) -> Any:
     if not config.record:
         return None
     path = Path(config.out_dir) / "trajectories"
-    if config.subprocess:
+    if config.subprocess or config.env_workers:
         return str(path)
     from feedbackgym.datasets import TrajectoryStore
 

@@ -23,6 +23,14 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--device", default="auto", help="auto (CUDA when present), cuda or cpu (default auto)"
     )
+    parser.add_argument(
+        "--env-workers",
+        type=int,
+        default=0,
+        metavar="N",
+        help="torch trainer: worker processes that step the envs while the learner acts "
+        "(default 0: in the learner's process; 1 is fastest on 2 cores for one run)",
+    )
     parser.add_argument("--bc-episodes", type=int, default=0, help="behaviour-cloning warm-up")
     parser.add_argument("--kwarg", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument(

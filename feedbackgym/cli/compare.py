@@ -86,6 +86,7 @@ def _comparison_config(args: argparse.Namespace) -> ComparisonConfig:
         time_limit_terminal=args.time_limit_terminal,
         trainer=args.trainer,
         device=args.device,
+        env_workers=args.env_workers,
         **settings,
         **({} if args.keep_checkpoints is None else {"keep_checkpoints": args.keep_checkpoints}),
     )

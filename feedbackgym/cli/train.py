@@ -61,6 +61,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         time_limit_terminal=args.time_limit_terminal,
         trainer=args.trainer,
         device=args.device,
+        env_workers=args.env_workers,
         **({} if args.keep_checkpoints is None else {"keep_checkpoints": args.keep_checkpoints}),
     )
     state = train_run(config, resume=args.resume)

@@ -139,7 +139,7 @@ def test_a_truncated_step_bootstraps_from_its_final_observation_only():
 
 
 def test_review_credit_lands_on_its_episode_s_steps_of_this_round():
-    rollout = Rollout(num_steps=6, num_envs=1, obs_size=1, device=torch.device("cpu"))
+    rollout = Rollout(num_steps=6, num_envs=1, obs_size=1)
     rollout.episode[:, 0] = [3, 3, 4, 4, 4, 4]  # episode 3 began in an earlier round
     rollout.episode_step[:, 0] = [5, 6, 0, 1, 2, 3]
     rollout.add_credit(0, Credit(episode=4, start=1, values=(0.5, 0.0, -1.0)))
@@ -155,3 +155,21 @@ def test_the_discount_and_the_config_file_reach_the_stack(tmp_path):
     controller = config.controller()
     assert controller.config.shaping.gamma == 0.9  # the shaping discounts as the learner does
     assert controller.config.guide.every == 2  # the overrides go on top of the file
+
+
+def test_the_fused_policy_scores_and_samples_as_the_agent_does():
+    from feedbackgym.baselines.ppo import Agent, FusedPolicy
+
+    torch.manual_seed(0)
+    agent = Agent(obs_size=6, n_actions=4, hidden=8)
+    with torch.no_grad():
+        agent.actor[-1].weight.mul_(100.0)  # a spread-out policy, not a near-uniform one
+    obs = torch.randn(5, 6).repeat(4000, 1)
+    action, logprob, value = FusedPolicy(agent)(obs)
+    with torch.no_grad():
+        _, expected_logprob, _, expected_value = agent.act(obs, action)
+        probs = torch.softmax(agent.actor(obs[:5]), dim=-1)
+    assert torch.allclose(logprob, expected_logprob, atol=1e-5)
+    assert torch.allclose(value, expected_value, atol=1e-5)
+    counts = torch.stack([torch.bincount(action[k::5], minlength=4) for k in range(5)])
+    assert torch.allclose(counts / 4000.0, probs, atol=0.03)  # drawn from the policy

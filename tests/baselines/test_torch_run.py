@@ -87,6 +87,20 @@ def test_a_torch_run_fills_the_run_directory_and_records_every_episode(tmp_path)
     assert isinstance(agent, torch.nn.Module)
 
 
+def test_env_workers_step_a_run_s_envs_and_record_every_episode_in_shards(tmp_path):
+    import multiprocessing
+
+    from feedbackgym.datasets import TrajectoryStore
+
+    state = train_run(_config(tmp_path, record=True, env_workers=1))
+    assert state["timesteps"] == 512
+    assert not [p for p in multiprocessing.active_children() if p.is_alive()]
+    with TrajectoryStore(tmp_path / "run" / "trajectories") as store:
+        metas = store.episodes()
+    assert 512 - 2 * 80 <= sum(m.length for m in metas) <= 512  # each env's shard, read as one
+    assert len({m.shard for m in metas}) == 2  # one writer per env, in the worker process
+
+
 def test_a_torch_run_resumes_where_it_stopped(tmp_path):
     first = _config(tmp_path, steps=256)
     finished = train_run(first)
@@ -107,14 +121,15 @@ def test_a_torch_run_refuses_a_network_it_cannot_build(tmp_path):
 def test_the_train_command_runs_the_torch_trainer(tmp_path):
     out = tmp_path / "cli"
     args = ["train", "--env", "feedbackgym/OpsIncidentEasy-v0", "--steps", "1024"]
-    args += ["--trainer", "torch", "--device", "cpu", "--out", str(out), "--gamma", "0.95"]
+    args += ["--trainer", "torch", "--device", "cpu", "--env-workers", "1"]
+    args += ["--out", str(out), "--gamma", "0.95"]
     result = subprocess.run(
         [sys.executable, "-m", "feedbackgym", *args], capture_output=True, text=True, timeout=300
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout.splitlines()[0])["timesteps"] == 1024
     saved = RunConfig.from_json((out / "config.json").read_text())
-    assert saved.arm_config(saved.feedback).shaping.gamma == 0.95
+    assert saved.arm_config(saved.feedback).shaping.gamma == 0.95 and saved.env_workers == 1
     refused = subprocess.run(
         [sys.executable, "-m", "feedbackgym", *args[:-2], "--device", "cuda:7"],
         capture_output=True,
