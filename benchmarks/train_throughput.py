@@ -134,23 +134,33 @@ def main() -> None:
             "torch trainer + recorder": lambda r: torch_rate(
                 args.steps, args.num_envs, f"{tmp}/store{r}"
             ),
-            "torch trainer, 1 env worker": lambda r: torch_rate(
-                args.steps, args.num_envs, None, workers=1
-            ),
-            "torch, 1 env worker + recorder": lambda r: torch_rate(
-                args.steps, args.num_envs, f"{tmp}/worker-store{r}", workers=1
-            ),
+            **{
+                f"torch trainer, {w} env worker(s)": lambda r, w=w: torch_rate(
+                    args.steps, args.num_envs, None, workers=w
+                )
+                for w in (1, 2)
+            },
+            **{
+                f"torch, {w} env worker(s) + recorder": lambda r, w=w: torch_rate(
+                    args.steps, args.num_envs, f"{tmp}/w{w}-{r}", workers=w
+                )
+                for w in (1, 2)
+            },
         }
         for repeat in range(args.repeats):
             for name, run in runs.items():
                 best[name] = max(best.get(name, 0.0), run(repeat))
     base = best["env + stack (random actions)"]
     print(f"{ENV_ID}, {ARM}, {args.steps} steps, torch trainer {args.num_envs} envs, 2 cores")
-    print(f"{'setup':<32} {'steps/s':>9} {'vs env + stack':>15}")
+    print(f"{'setup':<36} {'steps/s':>9} {'vs env + stack':>15}")
     for name, rate in best.items():
-        print(f"{name:<32} {rate:>9.0f} {rate / base:>14.2f}x")
-    for setup in ("torch trainer", "torch trainer, 1 env worker"):
-        recorded = "torch, 1 env worker + recorder" if "worker" in setup else f"{setup} + recorder"
+        print(f"{name:<36} {rate:>9.0f} {rate / base:>14.2f}x")
+    pairs = [("torch trainer", "torch trainer + recorder")]
+    pairs += [
+        (f"torch trainer, {w} env worker(s)", f"torch, {w} env worker(s) + recorder")
+        for w in (1, 2)
+    ]
+    for setup, recorded in pairs:
         print(f"recording keeps {best[recorded] / best[setup]:.2f}x of {setup}'s throughput")
     print(f"numpy {np.__version__}, torch {torch.__version__}")
 
