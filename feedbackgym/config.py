@@ -8,6 +8,7 @@ Example file (``feedback.yaml``)::
                adaptive: {metric: return, window: 10, min_success: 0.3}}
     shaping: {gamma: 0.99, scale: 1.0, terminal: keep}
     retention: {hot_days: 7, cold_days: 90}
+    reliance: {raise_above: 0.2, lower_below: 0.05, step: 0.1, min_dropout: 0.1, max_dropout: 0.9}
 
 :class:`FeedbackConfig` is the single description of a feedback stack and the
 single home of its defaults: :func:`feedbackgym.make` builds the stack from it,
@@ -43,6 +44,7 @@ __all__ = [
     "ConfigWatcher",
     "FeedbackConfig",
     "GuideConfig",
+    "RelianceConfig",
     "RetentionConfig",
     "ReviewConfig",
     "ScheduleConfig",
@@ -120,7 +122,8 @@ class GuideConfig(_Section):
     Attributes:
         every: Guide density: a hint is due every ``every`` steps.
         lookahead: Subgoals a hint names.
-        dropout: Chance a due hint is withheld even at full guide weight.
+        dropout: Chance a due hint is withheld even at full guide weight
+            (where the reliance rule starts, when it is on).
         dropout_scope: ``"episode"`` (whole episodes unguided: the policy
             learns to play without hints) or ``"step"`` (single hints).
         channels: Where hints go.
@@ -237,6 +240,37 @@ class RetentionConfig(_Section):
         return self
 
 
+class RelianceConfig(_Section):
+    """The guide-dependence rule (see :class:`feedbackgym.control.RelianceRule`).
+
+    At each validation, hint reliance (success with hints shown minus with
+    hints masked) sets the guide's dropout: above ``raise_above`` the dropout
+    rises by ``step`` (more hints withheld), under ``lower_below`` it falls by
+    ``step``, always inside ``[min_dropout, max_dropout]``.
+
+    Attributes:
+        raise_above: Reliance over which the dropout rises.
+        lower_below: Reliance under which the dropout falls.
+        step: How far one validation moves the dropout.
+        min_dropout: Lowest dropout.
+        max_dropout: Highest dropout.
+    """
+
+    raise_above: float = Field(0.2, ge=-1.0, le=1.0)
+    lower_below: float = Field(0.05, ge=-1.0, le=1.0)
+    step: float = Field(0.1, gt=0.0, le=1.0)
+    min_dropout: float = Field(0.2, ge=0.0, le=1.0)
+    max_dropout: float = Field(0.9, ge=0.0, le=1.0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> RelianceConfig:
+        if self.lower_below > self.raise_above:
+            raise ValueError("lower_below must not exceed raise_above")
+        if self.min_dropout > self.max_dropout:
+            raise ValueError("min_dropout must not exceed max_dropout")
+        return self
+
+
 ARM_CHANNELS: dict[str, Any] = {
     "guide": {"channels": ("vector", "info")},
     "review": {"channels": ("vector", "info", "credit")},
@@ -259,6 +293,9 @@ class FeedbackConfig(_Section):
     schedule: ScheduleConfig = ScheduleConfig()
     shaping: ShapingConfig = ShapingConfig()
     retention: RetentionConfig = RetentionConfig()
+    reliance: RelianceConfig | None = None
+    """The guide-dependence rule, which moves ``guide.dropout`` at each validation,
+    or ``None`` (the default) for a fixed dropout."""
 
     @classmethod
     def for_arm(cls, arm: str, base: FeedbackConfig | None = None) -> FeedbackConfig:
@@ -290,6 +327,16 @@ class FeedbackConfig(_Section):
                 for e in error.errors()
             )
             raise ConfigError(f"{source}: {problems}") from None
+
+    @model_validator(mode="after")
+    def _dropout_in_reliance_range(self) -> FeedbackConfig:
+        rule = self.reliance
+        if rule is not None and not rule.min_dropout <= self.guide.dropout <= rule.max_dropout:
+            raise ValueError(
+                f"guide.dropout {self.guide.dropout} is outside [reliance.min_dropout, "
+                f"reliance.max_dropout] = [{rule.min_dropout}, {rule.max_dropout}]"
+            )
+        return self
 
     def space_fields(self) -> tuple[Any, ...]:
         """The fields that shape observation spaces, which cannot change mid-run."""

@@ -1,7 +1,8 @@
 """The feedback controller: one per training run, on the trainer's side.
 
 A :class:`FeedbackController` owns everything that decides the feedback during
-training: the schedule (with its adaptive rule), the config watcher, the
+training: the schedule (with its adaptive rule), the guide-dependence rule
+(:class:`RelianceRule`, when the config has one), the config watcher, the
 reward-drop alert and the round counter. Each round the trainer calls
 :meth:`FeedbackController.update` with the last round's trend; the controller
 computes one :class:`~feedbackgym.protocol.FeedbackState` and pushes it to every
@@ -32,11 +33,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from feedbackgym.config import ConfigWatcher, FeedbackConfig
+from feedbackgym.config import ConfigWatcher, FeedbackConfig, RelianceConfig
 from feedbackgym.protocol import SET_FEEDBACK_STATE, FeedbackState, call_envs
 from feedbackgym.schedules import Schedule, schedule_from_config
 
-__all__ = ["FeedbackController", "RewardDropAlert"]
+__all__ = ["FeedbackController", "RelianceRule", "RewardDropAlert"]
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +102,50 @@ class RewardDropAlert:
         return True
 
 
+class RelianceRule:
+    """The guide-dependence rule: each validation's hint reliance moves the guide's dropout.
+
+    Reliance is validation success with hints shown minus with hints masked.
+    Over ``raise_above`` the policy leans on the hints, so the dropout rises by
+    ``step`` (more hints withheld); under ``lower_below`` it falls by ``step``;
+    it stays inside ``[min_dropout, max_dropout]``.
+
+    Args:
+        config: The thresholds, step and bounds.
+        dropout: Where the dropout starts (the config's ``guide.dropout``).
+
+    Example:
+        >>> rule = RelianceRule(RelianceConfig(), dropout=0.5)
+        >>> [rule.observe(reliance) for reliance in (0.4, 0.1, 0.0, 0.0, 0.0, 0.0)]
+        [0.6, 0.6, 0.5, 0.4, 0.3, 0.2]
+    """
+
+    def __init__(self, config: RelianceConfig, dropout: float) -> None:
+        self.config = config
+        self.dropout = self._clamped(dropout)
+
+    def _clamped(self, dropout: float) -> float:
+        # Rounded so that steps of 0.1 read 0.7, not 0.7000000000000001.
+        return round(min(max(dropout, self.config.min_dropout), self.config.max_dropout), 9)
+
+    def observe(self, reliance: float) -> float:
+        """Adds one validation's reliance; returns the dropout from now on."""
+        if math.isfinite(reliance):
+            if reliance > self.config.raise_above:
+                self.dropout = self._clamped(self.dropout + self.config.step)
+            elif reliance < self.config.lower_below:
+                self.dropout = self._clamped(self.dropout - self.config.step)
+        return self.dropout
+
+    def state_dict(self) -> dict[str, Any]:
+        """The dropout the rule has set."""
+        return {"dropout": self.dropout}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restores what :meth:`state_dict` returned (a resumed run keeps its dropout)."""
+        self.dropout = self._clamped(float(state["dropout"]))
+
+
 class FeedbackController:
     """Decides the feedback of every round and pushes it to every env.
 
@@ -119,8 +164,11 @@ class FeedbackController:
         alert: The reward-drop alert (default: 20% for 3 rounds).
 
     Attributes:
-        config: The config in force.
+        config: The config in force (states carry it with the reliance rule's
+            dropout as ``guide.dropout``).
         schedule: The schedule (with its adaptive rule).
+        reliance: The guide-dependence rule, or ``None`` (the config has none):
+            fed each validation's hint reliance (:meth:`report_reliance`).
         alert: The reward-drop alert, fed each reported ``mean_return``.
         state: The last state computed.
         alert_fired: Whether the last report fired the alert.
@@ -152,6 +200,7 @@ class FeedbackController:
         self.schedule = (
             schedule if schedule is not None else schedule_from_config(self.config.schedule)
         )
+        self.reliance = _reliance_rule(self.config)
         self.alert = alert if alert is not None else RewardDropAlert()
         self.alert_fired = False
         self.round = 0
@@ -165,6 +214,11 @@ class FeedbackController:
     def config_version(self) -> int:
         """The version of the config file in force (0 when no file is followed)."""
         return self.watcher.version if self.watcher is not None else 0
+
+    @property
+    def guide_dropout(self) -> float:
+        """The guide's dropout in force: the reliance rule's, or the config's."""
+        return self.reliance.dropout if self.reliance is not None else self.config.guide.dropout
 
     @property
     def config_changes(self) -> list[dict[str, Any]]:
@@ -191,7 +245,7 @@ class FeedbackController:
             progress=progress,
             switch_at=getattr(self.schedule, "switch_at", None),
             config_version=self.config_version,
-            config=self.config if self._pushes_config else None,
+            config=self._config_in_force() if self._pushes_config else None,
             config_changes=tuple(self.config_changes),
         )
 
@@ -205,6 +259,40 @@ class FeedbackController:
         self.alert_fired = mean_return is not None and self.alert.update(
             self.round, float(mean_return)
         )
+
+    def report_reliance(self, reliance: float) -> FeedbackState:
+        """Reports a validation's hint reliance (success with hints shown minus masked).
+
+        The reliance rule moves the guide's dropout, and a new dropout is
+        pushed to every env at once: it applies from the round about to
+        start. Ignored without a rule, and while the guide is silent (guide
+        weight 0 in the state in force: no hints were shown to rely on).
+
+        Returns:
+            The state every driven env now has.
+
+        Example:
+            >>> from feedbackgym.config import merge_config
+            >>> config = merge_config(FeedbackConfig(), {"reliance": {}})
+            >>> controller = FeedbackController(config)
+            >>> controller.report_reliance(0.3).config.guide.dropout
+            0.6
+        """
+        rule = self.reliance
+        if rule is None or self.state.guide_weight == 0:
+            return self.state
+        before = rule.dropout
+        if rule.observe(reliance) != before:
+            logger.info(
+                "hint reliance %.3f at round %d: guide dropout %.2f -> %.2f",
+                reliance,
+                self.round,
+                before,
+                rule.dropout,
+            )
+            self.state = self.state_at(self.round, self.progress)
+            self.push(self.state)
+        return self.state
 
     def update(
         self, round_: int, *, progress: float | None = None, **metrics: float
@@ -241,6 +329,8 @@ class FeedbackController:
         if new.schedule != self.config.schedule and not self._custom_schedule:
             # Only an edit of the schedule section rebuilds it (and resets the adaptive rule).
             self.schedule = schedule_from_config(new.schedule)
+        if (new.reliance, new.guide.dropout) != (self.config.reliance, self.config.guide.dropout):
+            self.reliance = _reliance_rule(new)  # the rule starts again from the new dropout
         self.config = new
         logger.info(
             "feedback config version %d applied from round %d", self.config_version, self.round
@@ -254,6 +344,7 @@ class FeedbackController:
             "schedule": self.schedule.state_dict(),
             "alert": self.alert.state_dict(),
             "alert_fired": self.alert_fired,
+            "reliance": self.reliance.state_dict() if self.reliance is not None else None,
             "config_version": self.config_version,
             "config_changes": self.config_changes,
         }
@@ -268,6 +359,8 @@ class FeedbackController:
         self.schedule.load_state_dict(state["schedule"])
         self.alert.load_state_dict(state["alert"])
         self.alert_fired = bool(state.get("alert_fired", False))
+        if self.reliance is not None and state.get("reliance"):
+            self.reliance.load_state_dict(state["reliance"])
         if self.watcher is not None and state.get("config_version"):
             self.watcher.version = int(state["config_version"])
             self.watcher.changes = [dict(change) for change in state.get("config_changes", [])]
@@ -276,8 +369,22 @@ class FeedbackController:
         self.state = self.state_at(self.round, self.progress)
         self.push(self.state)
 
+    def _config_in_force(self) -> FeedbackConfig:
+        """The config with the reliance rule's dropout as ``guide.dropout``."""
+        if self.reliance is None or self.reliance.dropout == self.config.guide.dropout:
+            return self.config
+        guide = self.config.guide.model_copy(update={"dropout": self.reliance.dropout})
+        return self.config.model_copy(update={"guide": guide})
+
     def __repr__(self) -> str:
         return (
             f"FeedbackController(round={self.round}, phase={self.state.phase!r}, "
             f"schedule={self.schedule!r}, config_version={self.config_version})"
         )
+
+
+def _reliance_rule(config: FeedbackConfig) -> RelianceRule | None:
+    """The rule ``config.reliance`` describes, starting at ``guide.dropout`` (``None``: off)."""
+    if config.reliance is None:
+        return None
+    return RelianceRule(config.reliance, config.guide.dropout)

@@ -92,3 +92,22 @@ def test_demo_prints_a_table_for_every_difficulty(capsys):
     for difficulty in ("Easy", "Medium", "Hard"):
         assert cells[(f"feedbackgym/OpsIncident{difficulty}-v0", "expert")] == "100.0%"
         assert (f"feedbackgym/OpsIncident{difficulty}-v0", "random") in cells
+
+
+def test_the_reliance_rule_flag_turns_the_rule_on_with_the_file_s_settings(tmp_path):
+    import argparse
+
+    from feedbackgym.cli._runs import add_run_arguments, feedback_overrides
+    from feedbackgym.config import FeedbackConfig, merge_config
+    from feedbackgym.errors import ConfigError
+
+    parser = argparse.ArgumentParser()
+    add_run_arguments(parser)
+    assert "reliance" not in feedback_overrides(parser.parse_args([]))  # fixed dropout
+    overrides = feedback_overrides(parser.parse_args(["--reliance-rule"]))
+    assert merge_config(FeedbackConfig(), overrides).reliance.raise_above == 0.2
+    from_file = FeedbackConfig.from_mapping({"reliance": {"raise_above": 0.3}})
+    assert merge_config(from_file, overrides).reliance.raise_above == 0.3
+    low = feedback_overrides(parser.parse_args(["--reliance-rule", "--dropout", "0.1"]))
+    with pytest.raises(ConfigError, match=r"guide\.dropout 0\.1 is outside"):
+        merge_config(FeedbackConfig(), low)

@@ -75,3 +75,25 @@ def test_hot_reload_applies_valid_edits_and_rejects_invalid_ones(tmp_path, caplo
     assert not watcher.poll() and "channels cannot change" in watcher.changes[-1]["reason"]
     assert [c["applied"] for c in watcher.changes] == [True, False, False]
     assert all(isinstance(c["time"], float) for c in watcher.changes)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("reliance: {step: 0}", r"reliance\.step"),
+        ("reliance: {max_dropout: 1.5}", r"reliance\.max_dropout"),
+        ("reliance: {raise_above: 0.1, lower_below: 0.2}", "lower_below must not exceed raise_a"),
+        ("reliance: {min_dropout: 0.8, max_dropout: 0.3}", "min_dropout must not exceed max_d"),
+        ("guide: {dropout: 0.1}\nreliance: {}", r"guide\.dropout 0\.1 is outside \[reliance"),
+    ],
+)
+def test_reliance_rule_errors_name_the_field(tmp_path, text, message):
+    path = tmp_path / "bad.yaml"
+    _write(path, text)
+    with pytest.raises(ConfigError, match=message):
+        load_config(path)
+
+
+def test_the_reliance_rule_is_off_by_default():
+    assert FeedbackConfig().reliance is None
+    assert FeedbackConfig.from_mapping({"reliance": {}}).reliance.max_dropout == 0.9

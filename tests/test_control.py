@@ -189,3 +189,70 @@ def test_a_resumed_controller_goes_on_from_the_saved_config_version_and_alert(tm
     assert resumed.config_version == 2 and resumed.state.config_version == 2
     assert resumed.config_changes == first.config_changes and resumed.alert_fired
     assert resumed.config.guide.every == 5
+
+
+RELIANCE = merge_config(CONFIG, {"reliance": {}})  # 0.2 / 0.05, steps of 0.1 within [0.2, 0.9]
+
+
+def test_the_reliance_rule_raises_lowers_and_clamps_the_dropout():
+    from feedbackgym.config import RelianceConfig
+    from feedbackgym.control import RelianceRule
+
+    rule = RelianceRule(RelianceConfig(), dropout=0.5)
+    assert [rule.observe(r) for r in (0.3, 0.2, 0.05, 0.1)] == [0.6, 0.6, 0.6, 0.6]  # in band
+    assert [rule.observe(0.5) for _ in range(4)] == [0.7, 0.8, 0.9, 0.9]  # clamped at the top
+    assert rule.observe(float("nan")) == 0.9  # no measure, no move
+    assert [rule.observe(-0.1) for _ in range(8)][-2:] == [0.2, 0.2]  # clamped at the bottom
+    custom = RelianceConfig(raise_above=0.5, lower_below=0.0, step=0.25, min_dropout=0.0)
+    assert RelianceRule(custom, dropout=1.0).dropout == 0.9  # starts inside the bounds
+    assert [RelianceRule(custom, dropout=0.5).observe(r) for r in (0.6, -0.2)] == [0.75, 0.25]
+
+
+def test_reliance_moves_the_dropout_of_every_env_until_the_guide_falls_silent():
+    single = feedbackgym.make(ENV, RELIANCE)
+    workers = gym.vector.AsyncVectorEnv([lambda: feedbackgym.make(ENV, RELIANCE)] * 2)
+    try:
+        controller = FeedbackController(RELIANCE, envs=single)
+        controller.attach(workers)
+        assert controller.update(1).config.guide.dropout == 0.5
+        state = controller.report_reliance(0.4)  # leans on the hints: withhold more
+        assert state.config.guide.dropout == controller.guide_dropout == 0.6
+        assert single.get_wrapper_attr("dropout") == 0.6
+        assert workers.get_attr("dropout") == (0.6, 0.6)  # subprocess workers too
+        controller.report_reliance(0.0)
+        assert controller.update(2).config.guide.dropout == 0.5  # kept by later rounds
+        assert workers.get_attr("dropout") == (0.5, 0.5)
+        assert controller.update(15).guide_weight == 0  # review: no hints to rely on
+        assert controller.report_reliance(0.0).config.guide.dropout == 0.5
+    finally:
+        workers.close()
+    off = FeedbackController(CONFIG)
+    assert off.reliance is None and off.report_reliance(0.4).config.guide.dropout == 0.5
+
+
+def test_a_resumed_controller_keeps_the_dropout_the_reliance_rule_set():
+    first = FeedbackController(RELIANCE)
+    first.update(1)
+    for reliance in (0.3, 0.3, 0.3):
+        first.report_reliance(reliance)
+    saved = json.loads(json.dumps(first.state_dict()))
+    env = feedbackgym.make(ENV, RELIANCE)
+    resumed = FeedbackController(RELIANCE, envs=env)
+    resumed.load_state_dict(saved)
+    assert resumed.guide_dropout == first.guide_dropout == 0.8
+    assert resumed.state.config.guide.dropout == env.get_wrapper_attr("dropout") == 0.8
+    older = {key: value for key, value in saved.items() if key != "reliance"}
+    before_the_rule = FeedbackController(RELIANCE)
+    before_the_rule.load_state_dict(older)  # a state.json written before the rule existed
+    assert before_the_rule.guide_dropout == 0.5
+
+
+def test_a_config_edit_of_the_dropout_restarts_the_reliance_rule(tmp_path):
+    path = tmp_path / "feedback.yaml"
+    _write(path, "guide: {dropout: 0.5}\nreliance: {}\n")
+    controller = FeedbackController(path)
+    controller.report_reliance(0.3)
+    _write(path, "guide: {dropout: 0.5, every: 2}\nreliance: {}\n")
+    assert controller.update(1).config.guide.dropout == 0.6  # another field: the rule goes on
+    _write(path, "guide: {dropout: 0.3, every: 2}\nreliance: {}\n")
+    assert controller.update(2).config.guide.dropout == 0.3

@@ -21,7 +21,8 @@ def feedback_metrics(
     """The round's metrics from the controller's state and every env's ``feedback_stats()``.
 
     ``phase`` (:data:`PHASE_CODES`), ``guide_weight``, ``review_weight``,
-    ``config_version``, ``guide_every``, ``review_window``, ``hints_per_episode``,
+    ``config_version``, ``guide_every``, ``guide_dropout`` (the reliance rule's
+    when it is on), ``review_window``, ``hints_per_episode``,
     ``reviews_per_round``, ``episodes_per_round``, ``misses``, ``alert``
     (whether the reward-drop alert fired at this round's start), and when known
     ``switch_step``, ``hint_latency_p50_ms`` / ``_p99_ms``,
@@ -44,6 +45,7 @@ def feedback_metrics(
         "review_weight": float(state.review_weight),
         "config_version": float(state.config_version),
         "guide_every": float(controller.config.guide.every),
+        "guide_dropout": float(controller.guide_dropout),
         "review_window": float(controller.config.review.window),
         "hints_per_episode": sum(g["hints_given"] for g in guide) / max(1, episodes),
         "reviews_per_round": float(sum(r["reviews_given"] for r in review)),

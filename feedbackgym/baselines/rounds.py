@@ -4,8 +4,9 @@ A round's work is done once the learner has trained on its rollout. Then
 :meth:`RoundBook.finish` saves the round's checkpoint (the newest
 ``keep_checkpoints`` are kept), validates every ``eval_every`` rounds and at
 the last (hints shown and masked, on the env's held-out seeds, in the
-controller's state), keeps the best checkpoint as the rollback target, and
-writes ``state.json`` (see :mod:`~feedbackgym.baselines.rundir`).
+controller's state; the hint reliance goes to the controller's reliance rule),
+keeps the best checkpoint as the rollback target, and writes ``state.json``
+(see :mod:`~feedbackgym.baselines.rundir`).
 """
 
 from __future__ import annotations
@@ -117,7 +118,12 @@ class RoundBook:
             self.report_progress(timesteps)
 
     def validate(self, round_: int, timesteps: int, policy: Policy, log: Log) -> Evaluation:
-        """Evaluates ``policy`` in round ``round_``'s feedback; appends to the curve."""
+        """Evaluates ``policy`` in round ``round_``'s feedback; appends to the curve.
+
+        The hint reliance is reported to the controller
+        (:meth:`~feedbackgym.control.FeedbackController.report_reliance`): with a
+        reliance rule, the guide's dropout of the rounds to come follows it.
+        """
         controller = self.controller
         state = controller.state if controller.round == round_ else controller.state_at(round_)
         # The policy is sampled (argmax policies loop on repeated inspections), with a fixed
@@ -140,4 +146,5 @@ class RoundBook:
         log("feedback/validation_success", evaluation.success)
         log("feedback/validation_success_unguided", evaluation.success_unguided)
         log("feedback/hint_reliance", evaluation.reliance)
+        controller.report_reliance(evaluation.reliance)
         return evaluation

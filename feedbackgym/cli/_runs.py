@@ -7,9 +7,13 @@ from typing import Any
 
 from feedbackgym.baselines.trainers import DEFAULT_TRAINER, TRAINERS
 from feedbackgym.cli._helpers import fraction
+from feedbackgym.config import RelianceConfig
 from feedbackgym.wrappers.shaping import TERMINAL_MODES
 
 __all__ = ["add_run_arguments", "feedback_overrides"]
+
+_RELIANCE = RelianceConfig()
+"""The reliance rule's defaults live in the config, for the help text."""
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -57,6 +61,14 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dropout", type=fraction, help="hint dropout (default 0.5)")
     parser.add_argument(
         "--dropout-scope", choices=("step", "episode"), help="what dropout withholds"
+    )
+    parser.add_argument(
+        "--reliance-rule",
+        action="store_true",
+        help="let each validation's hint reliance move the dropout (up over "
+        f"{_RELIANCE.raise_above}, down under {_RELIANCE.lower_below}, by {_RELIANCE.step}, "
+        f"within [{_RELIANCE.min_dropout}, {_RELIANCE.max_dropout}]; a --config file's "
+        "reliance section sets these) (default: fixed dropout)",
     )
     parser.add_argument(
         "--shaping-terminal",
@@ -109,4 +121,6 @@ def feedback_overrides(args: argparse.Namespace) -> dict[str, Any]:
         overrides.setdefault("schedule", {})["adaptive"] = None
     elif args.min_success is not None:
         overrides.setdefault("schedule", {})["adaptive"] = {"min_success": args.min_success}
+    if args.reliance_rule:
+        overrides["reliance"] = {}  # on, with the file's settings or the defaults
     return dict(sorted(overrides.items()))

@@ -101,6 +101,31 @@ def test_env_workers_step_a_run_s_envs_and_record_every_episode_in_shards(tmp_pa
     assert len({m.shard for m in metas}) == 2  # one writer per env, in the worker process
 
 
+def test_a_run_whose_env_worker_dies_fails_clearly_keeps_its_episodes_and_resumes(tmp_path):
+    import multiprocessing
+
+    from feedbackgym.baselines.env_workers import EnvWorkerError
+    from feedbackgym.datasets import TrajectoryStore
+
+    config = _config(tmp_path, record=True, env_workers=1)
+
+    def kill_the_worker(steps):
+        if steps == 256:  # after round 3 (its checkpoint is saved)
+            for process in multiprocessing.active_children():
+                process.kill()
+
+    with pytest.raises(EnvWorkerError, match="died"):
+        train_run(config, progress=kill_the_worker)
+    assert not [p for p in multiprocessing.active_children() if p.is_alive()]
+    with TrajectoryStore(tmp_path / "run" / "trajectories") as store:
+        before = sum(m.length for m in store.episodes())  # what the killed worker had logged
+    state = train_run(config, resume=True)
+    assert state["timesteps"] == 512
+    with TrajectoryStore(tmp_path / "run" / "trajectories") as store:
+        after = sum(m.length for m in store.episodes())
+    assert 0 < before < after
+
+
 def test_a_torch_run_resumes_where_it_stopped(tmp_path):
     first = _config(tmp_path, steps=256)
     finished = train_run(first)
@@ -138,3 +163,24 @@ def test_the_train_command_runs_the_torch_trainer(tmp_path):
     )
     if not torch.cuda.is_available():
         assert refused.returncode == 2 and "no CUDA GPU" in refused.stderr
+
+
+def test_the_reliance_rule_moves_a_torch_run_s_dropout_at_each_validation(tmp_path):
+    event_accumulator = pytest.importorskip(
+        "tensorboard.backend.event_processing.event_accumulator"
+    )
+    always = {"raise_above": -1.0, "lower_below": -1.0}  # any reliance over -1 raises it
+    state = train_run(_config(tmp_path, feedback_overrides={"reliance": always}))
+    curve = read_curve(tmp_path / "run")
+    hinted = np.isin(curve["phase"], ["guide", "fade"])  # validations where the guide spoke
+    moves = int((hinted & (curve["success"] - curve["success_unguided"] > -1)).sum())
+    assert moves >= 1
+    dropout = state["controller"]["reliance"]["dropout"]
+    assert dropout == pytest.approx(min(0.5 + 0.1 * moves, 0.9))
+    accumulator = event_accumulator.EventAccumulator(
+        str(tmp_path / "run" / "tb" / "guide-then-review_seed0_1")
+    )
+    accumulator.Reload()
+    logged = [e.value for e in accumulator.Scalars("feedback/guide_dropout")]
+    assert logged[0] == pytest.approx(0.5) and logged[-1] == pytest.approx(dropout)
+    assert logged == sorted(logged)  # one round at each dropout, as it rose
