@@ -171,12 +171,12 @@ QUICK = {
     "env_id": "feedbackgym/OpsIncidentEasy-v0",
     "arms": ["sparse", "shaping", "guide-then-review+shaping"],
     "seeds": 5,
-    "steps": 112_640,
+    "steps": 102_400,
     "eval_episodes": 20,
 }
 """The ``--quick`` comparison (the README's main job): about 5.5 minutes on 2 cores.
 
-Five seeds (the fewest the statistics are reported on) of 110 rounds each: with 150
+Five seeds (the fewest the statistics are reported on) of 100 rounds each: with 150
 rounds it took 7.5 minutes, when sparse stayed at 0% and shaping and
 guide-then-review+shaping reached 25% and 31% (their bootstrap CIs overlapping)."""
 
