@@ -18,10 +18,11 @@ Writes, in the report's output directory::
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,7 +61,9 @@ class FoundRun:
     env_id: str | None = None
 
 
-def find_runs(sources: Sequence[str | Path]) -> tuple[list[FoundRun], list[str]]:
+def find_runs(
+    sources: Sequence[str | Path], renames: Mapping[tuple[str, str], str] | None = None
+) -> tuple[list[FoundRun], list[str]]:
     """The runs of several comparisons, for one report: every ``SRC/runs/*/``.
 
     A run's arm and seed come from its ``config.json``, else from its
@@ -68,6 +71,9 @@ def find_runs(sources: Sequence[str | Path]) -> tuple[list[FoundRun], list[str]]
 
     Args:
         sources: The comparisons' output directories.
+        renames: ``{(source, arm): label}``: report that source's runs of that
+            arm under ``label`` (e.g. runs made when an arm's name meant
+            something else).
 
     Returns:
         The runs with one validation at least in their ``curve.csv``, and a
@@ -87,6 +93,9 @@ def find_runs(sources: Sequence[str | Path]) -> tuple[list[FoundRun], list[str]]
             raise ValueError(f"{source} holds no runs (no directory in {source / 'runs'})")
         for run_dir in run_dirs:
             run, rounds = _found_run(run_dir)
+            label = (renames or {}).get((str(source), run.arm))
+            if label is not None:
+                run = dataclasses.replace(run, arm=label)
             if (run.arm, run.seed) in seen:
                 other = seen[run.arm, run.seed]
                 raise ValueError(f"{run.arm} seed {run.seed} is in both {other} and {run_dir}")

@@ -2,7 +2,7 @@
 
 Usage::
 
-    feedbackgym report --out DIR SRC [SRC ...]
+    feedbackgym report --out DIR [--rename SRC:ARM=LABEL ...] SRC [SRC ...]
 
 The arms of one study are often run as separate comparisons; this reads every
 ``SRC/runs/*/curve.csv`` (each run's arm and seed from its ``config.json``) and
@@ -31,6 +31,14 @@ def add_commands(commands: Any) -> None:
     )
     report.add_argument("--out", required=True, help="output directory")
     report.add_argument(
+        "--rename",
+        action="append",
+        default=[],
+        metavar="SRC:ARM=LABEL",
+        help="report SRC's runs of ARM as LABEL (runs made when the arm's name meant "
+        "something else, e.g. guide-then-review before it lost shaping)",
+    )
+    report.add_argument(
         "sources", nargs="+", metavar="SRC", help="a comparison's output directory (with runs/)"
     )
     report.set_defaults(run=_cmd_report)
@@ -39,7 +47,7 @@ def add_commands(commands: Any) -> None:
 def _cmd_report(args: argparse.Namespace) -> int:
     from feedbackgym.baselines.report import find_runs, write_report
 
-    runs, notes = find_runs(args.sources)
+    runs, notes = find_runs(args.sources, _renames(args.rename, args.sources))
     for note in notes:
         print(f"feedbackgym report: {note}", file=sys.stderr)
     if not runs:
@@ -52,3 +60,21 @@ def _cmd_report(args: argparse.Namespace) -> int:
     print((out / "results.md").read_text())
     print(f"tables: {out}/results.csv, {out}/improvement.csv, curves: {out}/curves.png")
     return 0
+
+
+def _renames(values: list[str], sources: list[str]) -> dict[tuple[str, str], str]:
+    """``SRC:ARM=LABEL`` flags as ``{(SRC, ARM): LABEL}``.
+
+    Raises:
+        CommandError: A flag is malformed or names a source not given.
+    """
+    renames = {}
+    for value in values:
+        source, _, mapping = value.rpartition(":")
+        arm, _, label = mapping.partition("=")
+        if not (source and arm and label):
+            raise CommandError(f"--rename {value!r}: expected SRC:ARM=LABEL")
+        if source not in sources:
+            raise CommandError(f"--rename {value!r}: {source} is not one of the sources")
+        renames[source, arm] = label
+    return renames

@@ -83,6 +83,22 @@ def test_report_refuses_a_source_without_runs_and_a_run_twice(tmp_path, capsys):
         find_runs([tmp_path / "odd"])
 
 
+def test_report_renames_one_source_s_arm(tmp_path, capsys):
+    old, new = tmp_path / "old", tmp_path / "new"
+    _run(old, "guide-then-review", 0, [0.0, 0.9])  # made when the name had shaping on
+    _run(new, "guide-then-review", 0, [0.0, 0.1])
+    out = ["--out", str(tmp_path / "report")]
+    rename = ["--rename", f"{old}:guide-then-review=guide-then-review+shaping"]
+    assert main(["report", *out, *rename, str(old), str(new)]) == 0
+    rows = _read(tmp_path / "report" / "results.csv")
+    assert [r["arm"] for r in rows] == ["guide-then-review+shaping", "guide-then-review"]
+    capsys.readouterr()
+    assert main(["report", *out, "--rename", "nowhere:a=b", str(old)]) == 2
+    assert "not one of the sources" in capsys.readouterr().err
+    assert main(["report", *out, "--rename", f"{old}:a", str(old)]) == 2
+    assert "expected SRC:ARM=LABEL" in capsys.readouterr().err
+
+
 def test_tables_mark_censored_steps_and_leave_out_improvement_for_one_arm(tmp_path):
     curves = [
         {
