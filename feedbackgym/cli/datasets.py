@@ -8,12 +8,15 @@ Usage::
     feedbackgym datasets inspect PATH
     feedbackgym datasets prune PATH [--config FILE] [--dry-run]
 
-h5py loads only when one of them runs.
+``inspect`` lists the files it cannot read (their episodes left out) and
+fails only when it can read no episode at all. h5py loads only when one of
+them runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -90,14 +93,25 @@ def _cmd_make(args: argparse.Namespace) -> int:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
+    from feedbackgym.datasets.errors import DamagedFileWarning, StoreError
     from feedbackgym.datasets.summary import summarize
 
-    rounds, files = summarize(args.path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DamagedFileWarning)  # listed below instead
+        rounds, files = summarize(args.path)
+    damaged = f", {len(files.damaged)} damaged" if files.damaged else ""
     print(
-        f"{args.path}: {files.hot} segment(s), {files.cold} cold, {files.logs} log(s), "
+        f"{args.path}: {files.hot} segment(s), {files.cold} cold, {files.logs} log(s){damaged}, "
         f"{_bytes(files.size)}"
     )
+    for file in files.damaged:
+        print(f"damaged, its episodes left out: {file}")
     if not rounds:
+        if files.damaged:
+            raise StoreError(
+                f"no episode in {args.path} can be read "
+                f"({len(files.damaged)} damaged file(s), listed above)"
+            )
         print("no episodes")
         return 0
     rows = [["task", "round", "episodes", "steps", "success", "phases", "guide", "review", "size"]]

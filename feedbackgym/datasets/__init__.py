@@ -15,13 +15,15 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from feedbackgym.datasets.episode import Episode, EpisodeMeta, FeedbackEvent, FeedbackType
-    from feedbackgym.datasets.errors import StoreError
+    from feedbackgym.datasets.errors import DamagedFile, DamagedFileWarning, StoreError
     from feedbackgym.datasets.export import export_minari
     from feedbackgym.datasets.recorder import EpisodeRecorder
     from feedbackgym.datasets.retention import PrunePlan, prune
     from feedbackgym.datasets.store import EpisodeFilter, TrajectoryStore
 
 __all__ = [
+    "DamagedFile",
+    "DamagedFileWarning",
     "Episode",
     "EpisodeFilter",
     "EpisodeMeta",
@@ -36,6 +38,8 @@ __all__ = [
 ]
 
 _MODULES = {
+    "DamagedFile": "errors",
+    "DamagedFileWarning": "errors",
     "Episode": "episode",
     "EpisodeFilter": "store",
     "EpisodeMeta": "episode",

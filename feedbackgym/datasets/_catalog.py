@@ -7,10 +7,18 @@ log whose segment does not exist yet, caches them by file (logs are read
 incrementally, as they only grow) and drops duplicates (an episode can sit in
 both a log and its new segment for a moment, or in a hot and a cold file if
 retention was interrupted). Reading never changes the directory.
+
+A file that cannot be read (a truncated segment, a stray file named like
+one, a log that is not one) is left out and left in place: its episodes are
+missing, the store's others read as usual, and it is listed in
+:attr:`Catalog.damaged` and reported with a :class:`DamagedFileWarning` once
+(again only if the reason changes). A log whose segment is damaged is read instead.
 """
 
 from __future__ import annotations
 
+import inspect
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +29,7 @@ from feedbackgym.datasets._hdf5 import h5py
 from feedbackgym.datasets._segment import SegmentRef, read_columns, read_index, slice_episode
 from feedbackgym.datasets._wal import read_log
 from feedbackgym.datasets.episode import Episode, EpisodeMeta
+from feedbackgym.datasets.errors import DamagedFile, DamagedFileWarning, damaged_file
 
 __all__ = ["COLD_DIR", "Catalog", "Entry", "load_episodes", "segment_files"]
 
@@ -56,6 +65,12 @@ class Catalog:
         self._segments: dict[Path, tuple[tuple[int, ...], list[Entry]]] = {}
         self._logs: dict[Path, tuple[int, int, list[Entry]]] = {}
         self._columns: dict[tuple[Path, str, Callable[[str], bool]], dict[str, Any]] = {}
+        self._damaged: dict[Path, DamagedFile] = {}
+
+    @property
+    def damaged(self) -> list[DamagedFile]:
+        """The files the last :meth:`entries` could not read, by path."""
+        return sorted(self._damaged.values(), key=lambda d: d.path)
 
     def entries(self, *, unique: bool = True) -> list[Entry]:
         """Every episode, oldest start first, each once (every copy, if not ``unique``)."""
@@ -67,7 +82,7 @@ class Catalog:
         found: list[Entry] = []
         for path in segments:
             found.extend(self._segment_entries(path))
-        sealed = set(segments)
+        sealed = set(segments) - set(self._damaged)
         for log in logs:
             if log.with_suffix(".h5") not in sealed:
                 found.extend(self._log_entries(log))
@@ -85,23 +100,44 @@ class Catalog:
         cached = self._segments.get(path)
         if cached is None or cached[0] != signature:
             self._drop_columns(path)
-            entries = [Entry(meta, ref) for meta, ref in read_index(path)]
+            try:
+                entries = [Entry(meta, ref) for meta, ref in read_index(path)]
+            except FileNotFoundError:  # removed since it was listed (retention)
+                return []
+            except (OSError, ValueError) as error:
+                self._report(damaged_file(path, error))
+                entries = []
+            else:
+                self._damaged.pop(path, None)
             cached = self._segments[path] = (signature, entries)
         return cached[1]
 
     def _log_entries(self, path: Path) -> list[Entry]:
+        cached = self._logs.get(path)
         try:
             inode = path.stat().st_ino
-            cached = self._logs.get(path)
             if cached is None or cached[0] != inode:
                 cached = (inode, 0, [])
             bodies, end = read_log(path, cached[1])
+            entries = cached[2] + [Entry(e.meta, e) for e in map(decode_episode, bodies)]
         except FileNotFoundError:  # sealed meanwhile: the segment has it
             segment = path.with_suffix(".h5")
             return self._segment_entries(segment)
-        entries = cached[2] + [Entry(e.meta, e) for e in map(decode_episode, bodies)]
+        except (OSError, ValueError) as error:
+            self._report(damaged_file(path, error))
+            return [] if cached is None else cached[2]
+        self._damaged.pop(path, None)
         self._logs[path] = (inode, end, entries)
         return entries
+
+    def _report(self, damaged: DamagedFile) -> None:
+        if self._damaged.get(damaged.path) != damaged:
+            warnings.warn(
+                f"cannot read {damaged}; its episodes are left out (the file is left in place)",
+                DamagedFileWarning,
+                stacklevel=_caller_level(),
+            )
+        self._damaged[damaged.path] = damaged
 
     def _forget(self, segments: set[Path], logs: set[Path]) -> None:
         for path in set(self._segments) - segments:
@@ -109,6 +145,8 @@ class Catalog:
             self._drop_columns(path)
         for path in set(self._logs) - logs:
             del self._logs[path]
+        for path in set(self._damaged) - segments - logs:
+            del self._damaged[path]
 
     def columns(
         self, path: Path, group: str, include: Callable[[str], bool] | None = None
@@ -129,6 +167,17 @@ class Catalog:
     def _drop_columns(self, path: Path) -> None:
         for key in [k for k in self._columns if k[0] == path]:
             del self._columns[key]
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` that points a warning at the first caller outside this package."""
+    package = __name__.rsplit(".", 1)[0] + "."
+    frame = inspect.currentframe()
+    level = 0
+    while frame is not None and f"{frame.f_globals.get('__name__')}.".startswith(package):
+        frame = frame.f_back
+        level += 1
+    return level
 
 
 def load_episodes(

@@ -2,10 +2,12 @@
 
 A log nobody holds a lock on belongs to a dead writer. If its segment exists
 (the writer died between sealing and deleting the log), the log is stale and
-goes; otherwise its complete records are sealed into the segment it would
-have become, which also replaces a segment the writer left half-written
-(``.h5.tmp``). A log that never got its name (``.*.log.new``, a crash while
-creating it) holds no episode and goes once it is a minute old and unlocked.
+goes, unless that segment cannot be read: then both stay as they are (readers
+read the log instead). Otherwise its complete records are sealed into the
+segment it would have become, which also replaces a segment the writer left
+half-written (``.h5.tmp``). A log that never got its name (``.*.log.new``, a
+crash while creating it) holds no episode and goes once it is a minute old
+and unlocked.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ import time
 from pathlib import Path
 
 from feedbackgym.datasets._codec import decode_episode
-from feedbackgym.datasets._segment import write_segment
+from feedbackgym.datasets._segment import read_index, write_segment
 from feedbackgym.datasets._wal import read_log, try_lock
 from feedbackgym.datasets._writer import WriterOptions
+from feedbackgym.datasets.errors import damaged_file
 
 __all__ = ["recover"]
 
@@ -48,7 +51,14 @@ def recover(directory: Path, options: WriterOptions) -> int:
             continue
         try:
             segment = log.with_suffix(".h5")
-            if not segment.exists():
+            if segment.exists():
+                try:
+                    read_index(segment)
+                except (OSError, ValueError) as error:  # damaged: the log is the only copy
+                    damaged = damaged_file(segment, error)
+                    logger.warning("not recovering %s: its segment %s", log, damaged)
+                    continue
+            else:
                 try:
                     episodes = [decode_episode(body) for body in read_log(log)[0]]
                 except ValueError as error:

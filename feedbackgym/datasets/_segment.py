@@ -303,18 +303,21 @@ def read_index(path: Path) -> list[tuple[EpisodeMeta, SegmentRef]]:
     """Reads the episode index of every round group of a segment.
 
     Raises:
-        OSError: The file cannot be opened.
-        ValueError: It is not a feedbackgym segment.
+        OSError: The file cannot be opened or read.
+        ValueError: It is not a feedbackgym segment, or lacks part of one.
     """
     entries: list[tuple[EpisodeMeta, SegmentRef]] = []
     with h5py.File(path, "r") as file:
         if file.attrs.get("format") != FORMAT:
-            raise ValueError(f"{path} is not a feedbackgym trajectory file")
-        for name in json.loads(file.attrs["groups"]):
-            group = file[name]
-            index = {key: ds[()] for key, ds in group["episodes"].items()}
-            strings = group["json"].asstr()[()]
-            entries.extend(_entries(path, name, group.attrs, index, strings))
+            raise ValueError("not a feedbackgym trajectory file")
+        try:
+            for name in json.loads(file.attrs["groups"]):
+                group = file[name]
+                index = {key: ds[()] for key, ds in group["episodes"].items()}
+                strings = group["json"].asstr()[()]
+                entries.extend(_entries(path, name, group.attrs, index, strings))
+        except KeyError as error:
+            raise ValueError(f"an incomplete feedbackgym trajectory file ({error})") from error
     return entries
 
 

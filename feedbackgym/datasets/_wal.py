@@ -122,7 +122,7 @@ def read_log(path: Path, start: int = 0) -> tuple[list[bytes], int]:
     offset = 0
     if start == 0:
         if not data[: len(FILE_MAGIC)] == FILE_MAGIC:
-            raise ValueError(f"{path} is not a feedbackgym trajectory log")
+            raise ValueError("not a feedbackgym trajectory log")
         header = next(_frames(data, len(FILE_MAGIC)), None)
         if header is None:
             return [], 0

@@ -27,7 +27,7 @@ from feedbackgym.datasets._codec import EncodedEpisode, encode_episode
 from feedbackgym.datasets._recovery import recover
 from feedbackgym.datasets._writer import ShardWriter, WriterOptions
 from feedbackgym.datasets.episode import Episode, EpisodeMeta
-from feedbackgym.datasets.errors import StoreError, describe_os_error
+from feedbackgym.datasets.errors import DamagedFile, StoreError, describe_os_error
 
 __all__ = ["COMPRESSIONS", "EpisodeFilter", "TrajectoryStore"]
 
@@ -73,6 +73,11 @@ class TrajectoryStore:
     episode in flight: the next writer to open the store seals what the dead
     one left in its log, and readers read such logs meanwhile. Every process
     writes its own shard; readers see all.
+
+    A file that cannot be read (a truncated segment, a stray file named like
+    one) is left out and left in place: the other episodes read as usual, a
+    :class:`~feedbackgym.datasets.errors.DamagedFileWarning` names it once, and
+    :meth:`damaged` lists it. Writing goes on into new segments.
 
     Args:
         path: The store directory (created on the first write). For reading
@@ -254,6 +259,28 @@ class TrajectoryStore:
 
     def __len__(self) -> int:
         return len(self._catalog.entries())
+
+    def damaged(self) -> list[DamagedFile]:
+        """The files of the store that cannot be read, by path (the directory is re-scanned).
+
+        Their episodes are left out of everything the store reads; the files
+        stay where they are, untouched, for you to restore or remove.
+
+        Example:
+            >>> import tempfile
+            >>> tmp = tempfile.TemporaryDirectory()
+            >>> _ = (Path(tmp.name) / "stray.h5").write_text("not HDF5")
+            >>> store = TrajectoryStore(tmp.name)
+            >>> import warnings
+            >>> with warnings.catch_warnings(action="ignore"):
+            ...     [(d.path.name, d.reason) for d in store.damaged()]
+            [('stray.h5', 'not an HDF5 file')]
+            >>> len(store)
+            0
+            >>> tmp.cleanup()
+        """
+        self._catalog.entries()
+        return self._catalog.damaged
 
     def episodes(self, **filters: Unpack[EpisodeFilter]) -> list[EpisodeMeta]:
         """Metadata of the matching episodes, oldest first (no step data is read).

@@ -12,7 +12,7 @@ from feedbackgym.datasets._catalog import COLD_DIR, Catalog, Entry, load_episode
 from feedbackgym.datasets._hdf5 import h5py
 from feedbackgym.datasets._segment import SegmentRef
 from feedbackgym.datasets.episode import FeedbackType
-from feedbackgym.datasets.errors import StoreError
+from feedbackgym.datasets.errors import DamagedFile, StoreError
 
 __all__ = ["RoundSummary", "StoreFiles", "summarize"]
 
@@ -48,12 +48,21 @@ class RoundSummary:
 
 @dataclass(frozen=True)
 class StoreFiles:
-    """The files of a store: sealed segments (hot and cold), live or orphan logs, bytes."""
+    """The files of a store.
+
+    Attributes:
+        hot: Sealed segments in the store's top level (damaged ones included).
+        cold: Sealed segments under ``cold/`` (damaged ones included).
+        logs: Live or orphan write-ahead logs.
+        size: Bytes of all of them.
+        damaged: The files that cannot be read (their episodes are not counted).
+    """
 
     hot: int
     cold: int
     logs: int
     size: int
+    damaged: tuple[DamagedFile, ...] = ()
 
 
 def summarize(path: str | os.PathLike[str]) -> tuple[list[RoundSummary], StoreFiles]:
@@ -93,6 +102,7 @@ def summarize(path: str | os.PathLike[str]) -> tuple[list[RoundSummary], StoreFi
         cold=sum(p.parent.name == COLD_DIR for p in segments),
         logs=len(logs),
         size=sum(_size(p) for p in [*segments, *logs]),
+        damaged=tuple(catalog.damaged),
     )
     return list(rounds.values()), files
 
