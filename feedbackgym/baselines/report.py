@@ -7,6 +7,7 @@ Writes, in the report's output directory::
                      steps to 50% / 80% (``≥``: some run never got there), then the
                      probability of improvement of every arm over every other
     improvement.csv  arm, baseline, probability (that a run of arm beats one of baseline), low, high
+    sooner.csv       the same for reaching 80% success in fewer env steps
     curves.png       mean validation success with a bootstrap 95% CI band; the
                      two-phase arms' first phase and fade shaded
 
@@ -37,11 +38,15 @@ from feedbackgym.baselines.stats import (
     bootstrap_ci,
     final_success,
     improvement_rows,
+    speed_scores,
     summarize_arm,
 )
 from feedbackgym.schedules import TWO_PHASE_ARMS
 
-__all__ = ["FoundRun", "find_runs", "plot_curves", "write_report", "write_tables"]
+__all__ = ["SPEED_PERCENT", "FoundRun", "find_runs", "plot_curves", "write_report", "write_tables"]
+
+SPEED_PERCENT = 80
+"""The success the arms' speed is compared at (``sooner.csv``): the issue's goal threshold."""
 
 
 @dataclass(frozen=True)
@@ -151,7 +156,10 @@ def write_report(
         by_arm.setdefault(run.arm, []).append(read_curve(run.out_dir))
     rows = [summarize_arm(arm, curves) for arm, curves in by_arm.items()]
     improvement = improvement_rows({arm: final_success(curves) for arm, curves in by_arm.items()})
-    write_tables(out, rows, improvement, notes)
+    sooner = improvement_rows(
+        {arm: speed_scores(curves, SPEED_PERCENT) for arm, curves in by_arm.items()}
+    )
+    write_tables(out, rows, improvement, notes, sooner=sooner)
     plot_curves(out, runs, title=title, planned_switch=planned_switch)
     return rows
 
@@ -179,14 +187,18 @@ def _with_ci(value: float, low: float, high: float, spec: str) -> str:
 
 
 def _steps_cell(row: dict[str, Any], percent: int) -> str:
-    """The steps to ``percent`` success: ``≥`` when censored, and how many runs got there."""
+    """The steps to ``percent`` success [CI]: ``≥`` when censored, and how many runs got there."""
     bound = "≥ " if row[f"steps_to_{percent}_censored"] else ""
     reached = f"({row[f'reached_{percent}']}/{row['seeds']})"
-    return f"{bound}{row[f'steps_to_{percent}']:,.0f} {reached}"
+    key = f"steps_to_{percent}"
+    return f"{bound}{_with_ci(row[key], row[f'{key}_low'], row[f'{key}_high'], ',.0f')} {reached}"
 
 
 def _markdown(
-    rows: list[dict[str, Any]], improvement: list[dict[str, Any]], notes: Sequence[str]
+    rows: list[dict[str, Any]],
+    improvement: list[dict[str, Any]],
+    notes: Sequence[str],
+    sooner: list[dict[str, Any]],
 ) -> str:
     lines = [
         "| arm | seeds | steps | IQM success [95% CI] | mean success [95% CI] | hints masked "
@@ -224,6 +236,21 @@ def _markdown(
             "P(arm > baseline): the probability that a run of arm ends with a higher validation "
             "success than a run of baseline, ties counting half; bootstrap 95% CI.",
         ]
+    if sooner:
+        lines += [
+            "",
+            f"| arm | baseline | P(arm reaches {SPEED_PERCENT}% sooner) [95% CI] |",
+            "|---|---|---|",
+            *(
+                f"| {i['arm']} | {i['baseline']} "
+                f"| {_with_ci(i['probability'], i['low'], i['high'], '.2f')} |"
+                for i in sooner
+            ),
+            "",
+            f"P(arm reaches {SPEED_PERCENT}% sooner): the same over the env steps to "
+            f"{SPEED_PERCENT}% success, a run that never got there slower than any that did "
+            "(two such runs tie).",
+        ]
     if notes:
         lines += ["", "Runs:", "", *(f"- {note}" for note in notes)]
     return "\n".join(lines) + "\n"
@@ -234,8 +261,10 @@ def write_tables(
     rows: list[dict[str, Any]],
     improvement: list[dict[str, Any]],
     notes: Sequence[str] = (),
+    *,
+    sooner: list[dict[str, Any]] | None = None,
 ) -> None:
-    """Writes ``out/results.csv``, ``out/results.md`` and ``out/improvement.csv``.
+    """Writes ``out/results.csv``, ``out/results.md``, ``out/improvement.csv`` and ``sooner.csv``.
 
     Args:
         out: The output directory.
@@ -243,16 +272,21 @@ def write_tables(
         improvement: The arms' probabilities of improvement, as
             :func:`~feedbackgym.baselines.stats.improvement_rows` makes them.
         notes: Lines for the end of ``results.md``.
+        sooner: The arms' probabilities of reaching :data:`SPEED_PERCENT` success
+            sooner (``sooner.csv``, same columns as ``improvement.csv``); none: not written.
     """
-    for name, fields, table in (
+    tables = [
         ("results.csv", list(rows[0]), rows),
         ("improvement.csv", IMPROVEMENT_FIELDS, improvement),
-    ):
+    ]
+    if sooner is not None:
+        tables.append(("sooner.csv", IMPROVEMENT_FIELDS, sooner))
+    for name, fields, table in tables:
         with (out / name).open("w", newline="") as file:
             writer = csv.DictWriter(file, fieldnames=fields)
             writer.writeheader()
             writer.writerows(table)
-    (out / "results.md").write_text(_markdown(rows, improvement, notes))
+    (out / "results.md").write_text(_markdown(rows, improvement, notes, sooner or []))
 
 
 def plot_curves(

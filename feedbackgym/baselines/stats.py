@@ -38,6 +38,8 @@ __all__ = [
     "probability_of_improvement",
     "probability_of_improvement_ci",
     "steps_to",
+    "speed_scores",
+    "steps_to_success",
     "success_around_switch",
     "summarize_arm",
     "t95",
@@ -335,11 +337,41 @@ def summarize_arm(arm: str, curves: Sequence[Curve]) -> dict[str, Any]:
     }
 
 
+def steps_to_success(curves: Sequence[Curve], percent: int) -> np.ndarray:
+    """Each run's env steps to ``percent``% success, a run that never got there at its last.
+
+    Example:
+        >>> curve = {"step": np.array([100.0, 200.0]), "success": np.array([0.5, 0.9])}
+        >>> steps_to_success([curve, {**curve, "success": np.array([0.1, 0.2])}], 80)
+        array([200., 200.])
+    """
+    return np.array([steps_to(c, percent / 100)[0] for c in curves], dtype=float)
+
+
+def speed_scores(curves: Sequence[Curve], percent: int) -> np.ndarray:
+    """Each run's speed to ``percent``% success, for :func:`improvement_rows`: higher is sooner.
+
+    Minus the env steps it took; ``-inf`` for a run that never got there
+    (slower than any run that did, whatever its budget; two such runs tie).
+
+    Example:
+        >>> curve = {"step": np.array([100.0, 200.0]), "success": np.array([0.5, 0.9])}
+        >>> speed_scores([curve, {**curve, "success": np.array([0.1, 0.2])}], 80)
+        array([-200.,  -inf])
+    """
+    reached = [steps_to(c, percent / 100) for c in curves]
+    return np.array([-math.inf if censored else -steps for steps, censored in reached], dtype=float)
+
+
 def _steps_columns(curves: Sequence[Curve], percent: int) -> dict[str, Any]:
-    """``steps_to_P`` (IQM, censored), ``steps_to_P_censored`` and ``reached_P`` of an arm."""
-    steps, censored = zip(*(steps_to(c, percent / 100) for c in curves), strict=True)
+    """``steps_to_P`` (IQM, censored) with its bootstrap CI, ``..._censored``, ``reached_P``."""
+    censored = [steps_to(c, percent / 100)[1] for c in curves]
+    steps = steps_to_success(curves, percent)
+    low, high = bootstrap_ci(steps, "iqm")
     return {
         f"steps_to_{percent}": iqm(steps),
+        f"steps_to_{percent}_low": low,
+        f"steps_to_{percent}_high": high,
         f"steps_to_{percent}_censored": any(censored),
         f"reached_{percent}": censored.count(False),
     }

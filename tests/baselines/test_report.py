@@ -1,5 +1,6 @@
 import csv
 import json
+import re
 from types import SimpleNamespace
 
 import numpy as np
@@ -61,8 +62,12 @@ def test_report_builds_one_report_from_several_comparisons(tmp_path, capsys):
         ("shaping", "guide-then-review"),
     ]
     assert float(improvement[0]["probability"]) == 1.0
+    sooner = _read(out / "sooner.csv")  # 80% at 300, 300 and never; never by either shaping run
+    assert (sooner[0]["arm"], float(sooner[0]["probability"])) == ("guide-then-review", 5 / 6)
     markdown = (out / "results.md").read_text()
-    assert "| ≥ 200 (2/3) |" in markdown  # steps to 80%: one run never got there
+    # steps to 80%: IQM [bootstrap CI], a lower bound as one run never got there
+    assert re.search(r"\| ≥ [\d,]+ \[[\d,]+, [\d,]+\] \(2/3\) \|", markdown)
+    assert "| guide-then-review | shaping | 0.83 [" in markdown  # reaches 80% sooner
     assert "| guide-then-review | shaping | 1.00 [1.00, 1.00] |" in markdown
     assert "- " + str(second / "runs" / "shaping-seed2") + ": no validation yet" in markdown
     assert (out / "curves.png").stat().st_size > 0
@@ -113,7 +118,7 @@ def test_tables_mark_censored_steps_and_leave_out_improvement_for_one_arm(tmp_pa
     rows = [summarize_arm("sparse", curves)]
     write_tables(tmp_path, rows, improvement_rows({"sparse": [0.6, 0.9, 0.4]}))
     markdown = (tmp_path / "results.md").read_text()
-    assert "| 63% [40%, 90%] |" in markdown and "| ≥ 200 (1/3) |" in markdown
+    assert "| 63% [40%, 90%] |" in markdown and "| ≥ 200 [200, 200] (1/3) |" in markdown
     assert "P(arm > baseline)" not in markdown
     assert (tmp_path / "improvement.csv").read_text().strip() == ",".join(IMPROVEMENT_FIELDS)
 
