@@ -12,6 +12,7 @@ Outputs in ``--out``::
     results.csv        per arm: success (IQM and mean, bootstrap 95% CIs), steps to 50% / 80%,
     results.md         final return, success before and after the switch, with hints masked
     improvement.csv    per pair of arms: the probability that a run of one beats one of the other
+    sooner.csv         per pair of arms: the probability that a run of one reaches 80% sooner
     curves.png         validation success over training (mean, 95% CI), phases shaded
 """
 

@@ -6,7 +6,7 @@ Usage::
 
 The arms of one study are often run as separate comparisons; this reads every
 ``SRC/runs/*/curve.csv`` (each run's arm and seed from its ``config.json``) and
-writes ``results.csv``, ``results.md``, ``improvement.csv`` and ``curves.png``
+writes ``results.csv``, ``results.md``, ``improvement.csv``, ``sooner.csv`` and ``curves.png``
 into ``DIR``, as ``compare`` does (see :mod:`feedbackgym.baselines.report`).
 Runs still in progress count with the validations they have: ``results.md``
 ends with a note on each, and on each run left out (no validation yet).
@@ -58,7 +58,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
     title = f"{envs}: {len(runs)} runs from {len(args.sources)} comparisons"
     write_report(out, runs, title=title, notes=notes)
     print((out / "results.md").read_text())
-    print(f"tables: {out}/results.csv, {out}/improvement.csv, curves: {out}/curves.png")
+    tables = ", ".join(f"{out}/{name}" for name in ("results.csv", "improvement.csv", "sooner.csv"))
+    print(f"tables: {tables}, curves: {out}/curves.png")
     return 0
 
 
