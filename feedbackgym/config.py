@@ -152,6 +152,18 @@ class ReviewConfig(_Section):
     channels: tuple[ReviewChannel, ...] = ("info",)
 
 
+def _in_order(section: Any, *pairs: tuple[str, str]) -> Any:
+    """``section``, when each pair's first field does not exceed its second.
+
+    Raises:
+        ValueError: One does, naming both fields.
+    """
+    for low, high in pairs:
+        if getattr(section, low) > getattr(section, high):
+            raise ValueError(f"{low} must not exceed {high}")
+    return section
+
+
 class AdaptiveConfig(_Section):
     """The adaptive switch rule (see :class:`feedbackgym.schedules.TrendRule`).
 
@@ -170,11 +182,7 @@ class AdaptiveConfig(_Section):
 
     @model_validator(mode="after")
     def _ordered(self) -> AdaptiveConfig:
-        if self.sooner_below > self.later_above:
-            raise ValueError("sooner_below must not exceed later_above")
-        if self.min_switch > self.max_switch:
-            raise ValueError("min_switch must not exceed max_switch")
-        return self
+        return _in_order(self, ("sooner_below", "later_above"), ("min_switch", "max_switch"))
 
 
 class ScheduleConfig(_Section):
@@ -264,11 +272,7 @@ class RelianceConfig(_Section):
 
     @model_validator(mode="after")
     def _ordered(self) -> RelianceConfig:
-        if self.lower_below > self.raise_above:
-            raise ValueError("lower_below must not exceed raise_above")
-        if self.min_dropout > self.max_dropout:
-            raise ValueError("min_dropout must not exceed max_dropout")
-        return self
+        return _in_order(self, ("lower_below", "raise_above"), ("min_dropout", "max_dropout"))
 
 
 ARM_CHANNELS: dict[str, Any] = {
