@@ -9,6 +9,7 @@ Example file (``feedback.yaml``)::
     shaping: {gamma: 0.99, scale: 1.0, terminal: keep}
     retention: {hot_days: 7, cold_days: 90}
     reliance: {raise_above: 0.2, lower_below: 0.05, step: 0.1, min_dropout: 0.1, max_dropout: 0.9}
+    alert: {drop: 0.2, rounds: 3, reading: cumulative, floor: 0.1}
 
 :class:`FeedbackConfig` is the single description of a feedback stack and the
 single home of its defaults: :func:`feedbackgym.make` builds the stack from it,
@@ -41,6 +42,7 @@ __all__ = [
     "ARM_SPEAKERS",
     "SHAPING_SUFFIX",
     "AdaptiveConfig",
+    "AlertConfig",
     "ConfigWatcher",
     "FeedbackConfig",
     "GuideConfig",
@@ -275,6 +277,29 @@ class RelianceConfig(_Section):
         return _in_order(self, ("lower_below", "raise_above"), ("min_dropout", "max_dropout"))
 
 
+class AlertConfig(_Section):
+    """The reward-drop alert (see :class:`feedbackgym.control.RewardDropAlert`).
+
+    The spec's rule, "the mean reward falls ``rounds`` rounds in a row by more
+    than ``drop``", read one of two ways: ``"cumulative"`` (the default) fires
+    when the mean fell in each of the last ``rounds`` rounds and by more than
+    ``drop`` in total over them; ``"each"`` when it fell by more than ``drop``
+    in each of them.
+
+    Attributes:
+        drop: Relative fall that counts (0.2: 20%).
+        rounds: Consecutive falls that raise the alert.
+        reading: ``"cumulative"`` or ``"each"``.
+        floor: Falls count only from a mean of at least this magnitude, so that
+            a mean going from a rare success back to 0 is not an alert (0: off).
+    """
+
+    drop: float = Field(0.2, gt=0.0, lt=1.0)
+    rounds: int = Field(3, ge=1)
+    reading: Literal["cumulative", "each"] = "cumulative"
+    floor: float = Field(0.1, ge=0.0)
+
+
 ARM_CHANNELS: dict[str, Any] = {
     "guide": {"channels": ("vector", "info")},
     "review": {"channels": ("vector", "info", "credit")},
@@ -300,6 +325,8 @@ class FeedbackConfig(_Section):
     reliance: RelianceConfig | None = None
     """The guide-dependence rule, which moves ``guide.dropout`` at each validation,
     or ``None`` (the default) for a fixed dropout."""
+    alert: AlertConfig = AlertConfig()
+    """The reward-drop alert, read once when the controller is made."""
 
     @classmethod
     def for_arm(cls, arm: str, base: FeedbackConfig | None = None) -> FeedbackConfig:

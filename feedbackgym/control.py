@@ -33,7 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from feedbackgym.config import ConfigWatcher, FeedbackConfig, RelianceConfig
+from feedbackgym.config import AlertConfig, ConfigWatcher, FeedbackConfig, RelianceConfig
 from feedbackgym.protocol import SET_FEEDBACK_STATE, FeedbackState, call_envs
 from feedbackgym.schedules import Schedule, schedule_from_config
 
@@ -43,57 +43,130 @@ logger = logging.getLogger(__name__)
 
 
 class RewardDropAlert:
-    """The spec's alert: mean reward fell by more than ``drop`` three rounds in a row.
+    """The spec's alert: the mean reward fell ``rounds`` rounds in a row by more than ``drop``.
+
+    Two readings of that rule: ``"cumulative"`` (the default) fires when the
+    mean fell in each of the last ``rounds`` rounds and by more than ``drop``
+    in total over them (from the mean before the first fall); ``"each"`` when
+    it fell by more than ``drop`` in each of them. Either way a fall counts
+    only from a mean of magnitude at least ``floor`` (and never from 0): a
+    sparse-reward run whose mean goes from a rare success back to 0 has lost
+    nothing guidance gave it. After firing it counts afresh.
 
     Args:
-        drop: Relative fall per round that counts (0.2: 20%).
+        drop: Relative fall that counts (0.2: 20%).
         rounds: Consecutive falls that raise the alert.
+        reading: ``"cumulative"`` or ``"each"``.
+        floor: Smallest magnitude of mean a fall counts from (0: any but 0).
         hook: Called with ``(round, message)`` when it fires, besides the log warning.
 
+    Raises:
+        ValueError: A bad ``drop``, ``rounds``, ``reading`` or ``floor`` (named).
+
     Example:
-        >>> alert = RewardDropAlert()
-        >>> [alert.update(r, v) for r, v in enumerate([1.0, 0.7, 0.5, 0.3])][-1]
+        >>> means = [1.0, 0.9, 0.8, 0.7]  # 10% a round, 30% in all
+        >>> cumulative, each = RewardDropAlert(), RewardDropAlert(reading="each")
+        >>> [cumulative.update(r, v) for r, v in enumerate(means)][-1]
         True
+        >>> [each.update(r, v) for r, v in enumerate(means)][-1]
+        False
     """
 
+    READINGS = ("cumulative", "each")
+    """The readings of the rule."""
+
     def __init__(
-        self, drop: float = 0.2, rounds: int = 3, hook: Callable[[int, str], None] | None = None
+        self,
+        drop: float = 0.2,
+        rounds: int = 3,
+        hook: Callable[[int, str], None] | None = None,
+        *,
+        reading: str = "cumulative",
+        floor: float = 0.1,
     ) -> None:
-        if not 0 < drop < 1 or rounds < 1:
-            raise ValueError("need 0 < drop < 1 and rounds >= 1")
+        if not 0 < drop < 1:
+            raise ValueError(f"RewardDropAlert drop must be in (0, 1), got {drop}")
+        if rounds < 1:
+            raise ValueError(f"RewardDropAlert rounds must be >= 1, got {rounds}")
+        if reading not in self.READINGS:
+            raise ValueError(
+                f"RewardDropAlert reading must be one of {', '.join(self.READINGS)}, "
+                f"got {reading!r}"
+            )
+        if not floor >= 0:
+            raise ValueError(f"RewardDropAlert floor must be >= 0, got {floor}")
         self.drop = drop
         self.rounds = rounds
+        self.reading = reading
+        self.floor = floor
         self.hook = hook
-        self._last: float | None = None
-        self._falls = 0
+        self._means: list[float] = []
+        """The last mean and the falls before it that still count, oldest first."""
         self.fired: list[int] = []
 
+    @classmethod
+    def from_config(
+        cls, config: AlertConfig, hook: Callable[[int, str], None] | None = None
+    ) -> RewardDropAlert:
+        """The alert a config's ``alert`` section describes.
+
+        Example:
+            >>> RewardDropAlert.from_config(AlertConfig(reading="each")).reading
+            'each'
+        """
+        return cls(config.drop, config.rounds, hook, reading=config.reading, floor=config.floor)
+
     def state_dict(self) -> dict[str, Any]:
-        """The last mean reward, the falls counted so far and the rounds it fired at."""
-        return {"last": self._last, "falls": self._falls, "fired": list(self.fired)}
+        """The means of the streak counted so far and the rounds it fired at."""
+        return {"means": list(self._means), "fired": list(self.fired)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restores what :meth:`state_dict` returned (a resumed run goes on counting)."""
-        self._last = state["last"]
-        self._falls = int(state["falls"])
+        """Restores what :meth:`state_dict` returned (a resumed run goes on counting).
+
+        A state saved before the readings (``last`` and ``falls``) restores
+        its last mean, and counts falls afresh from it.
+        """
+        if "means" in state:
+            self._means = [float(m) for m in state["means"]]
+        else:
+            self._means = [] if state.get("last") is None else [float(state["last"])]
         self.fired = [int(r) for r in state["fired"]]
+
+    def _counts_from(self, mean: float) -> bool:
+        return mean != 0 and abs(mean) >= self.floor
+
+    def _falls(self, last: float, mean: float) -> bool:
+        """Whether the step from ``last`` to ``mean`` goes on the streak."""
+        if self.reading == "cumulative":
+            return mean < last
+        # Relative to |last|: -1 -> -1.5 falls.
+        return self._counts_from(last) and (last - mean) / abs(last) > self.drop
+
+    def _fires(self) -> bool:
+        if len(self._means) <= self.rounds:
+            return False
+        if self.reading == "each":
+            return True
+        first, now = self._means[0], self._means[-1]
+        return self._counts_from(first) and (first - now) / abs(first) > self.drop
 
     def update(self, round_: int, mean_reward: float) -> bool:
         """Adds one round's mean reward; returns whether the alert fired."""
         if not math.isfinite(mean_reward):
             return False  # a round without a finite mean neither counts nor breaks a streak
-        last, self._last = self._last, mean_reward
-        if last is None:
+        if self._means and self._falls(self._means[-1], mean_reward):
+            self._means = [*self._means, mean_reward][-(self.rounds + 1) :]
+        else:
+            self._means = [mean_reward]
+        if not self._fires():
             return False
-        fell = last != 0 and (last - mean_reward) / abs(last) > self.drop  # -1 -> -1.5 falls
-        self._falls = self._falls + 1 if fell else 0
-        if self._falls < self.rounds:
-            return False
-        self._falls = 0
+        self._means = [mean_reward]
+        total = "in total" if self.reading == "cumulative" else "each round"
         message = (
-            f"mean reward fell more than {self.drop:.0%} for {self.rounds} rounds in a row "
-            f"(now {mean_reward:.3f}, round {round_}): guidance may have been withdrawn too "
-            "early; lengthen the fade 1.5-2x and start reviews less often"
+            f"mean reward fell {self.rounds} round{'s' * (self.rounds > 1)} in a row, "
+            f"by more than {self.drop:.0%} "
+            f"{total} (now {mean_reward:.3f}, round {round_}): guidance may have been "
+            "withdrawn too early; lengthen the fade 1.5-2x and start reviews less often"
         )
         logger.warning(message)
         self.fired.append(round_)
@@ -161,7 +234,7 @@ class FeedbackController:
             overrides, an arm's preset, the run's length).
         schedule: A schedule object to use instead of the one the config
             describes (a custom :class:`~feedbackgym.schedules.Schedule`).
-        alert: The reward-drop alert (default: 20% for 3 rounds).
+        alert: The reward-drop alert (default: the config's ``alert`` section).
 
     Attributes:
         config: The config in force (states carry it with the reliance rule's
@@ -201,7 +274,7 @@ class FeedbackController:
             schedule if schedule is not None else schedule_from_config(self.config.schedule)
         )
         self.reliance = _reliance_rule(self.config)
-        self.alert = alert if alert is not None else RewardDropAlert()
+        self.alert = alert if alert is not None else RewardDropAlert.from_config(self.config.alert)
         self.alert_fired = False
         self.round = 0
         self.progress = 0.0

@@ -168,6 +168,47 @@ def test_a_round_without_a_finite_mean_neither_counts_nor_breaks_a_fall():
     assert [alert.update(r, v) for r, v in enumerate(means)][-1]
 
 
+@pytest.mark.parametrize(
+    ("means", "cumulative", "each"),
+    [
+        ([1.0, 0.7, 0.5, 0.3], [3], [3]),  # > 20% each round: both
+        ([1.0, 0.9, 0.8, 0.7], [3], []),  # 10% a round, 30% in all: cumulative only
+        ([1.0, 0.95, 0.9, 0.85], [], []),  # 15% in all: neither
+        ([1.0, 0.7, 0.7, 0.5, 0.3], [], []),  # a flat round breaks the streak
+        ([1.0, 0.99, 0.98, 0.97, 0.5], [4], []),  # the last 3 rounds: 0.99 -> 0.5
+        ([1.0, 0.7, 0.5, 0.3, 0.2, 0.1, 0.05], [3, 6], [3, 6]),  # counts afresh after firing
+        ([0.09, 0.06, 0.03, 0.0], [], []),  # under the floor: a rare success fading to 0
+        ([-1.0, -1.3, -1.7, -2.2], [3], [3]),  # relative to |mean|: negative returns fall too
+    ],
+)
+def test_the_two_readings_of_the_reward_drop_rule(means, cumulative, each):
+    for reading, expected in (("cumulative", cumulative), ("each", each)):
+        alert = RewardDropAlert(reading=reading)
+        for round_, mean in enumerate(means):
+            alert.update(round_, mean)
+        assert alert.fired == expected, reading
+
+
+def test_the_reward_drop_alert_comes_from_the_config_and_resumes_its_streak():
+    config = merge_config(FeedbackConfig(), {"alert": {"reading": "each", "floor": 0.0}})
+    assert FeedbackController(config).alert.reading == "each"
+    assert FeedbackController().alert.reading == "cumulative"
+    with pytest.raises(ConfigError, match=r"alert\.reading"):
+        merge_config(FeedbackConfig(), {"alert": {"reading": "total"}})
+    with pytest.raises(ValueError, match="reading must be one of cumulative, each"):
+        RewardDropAlert(reading="total")
+    first = RewardDropAlert()
+    for round_, mean in enumerate([1.0, 0.9, 0.8]):
+        first.update(round_, mean)
+    resumed = RewardDropAlert()
+    resumed.load_state_dict(json.loads(json.dumps(first.state_dict())))
+    assert resumed.update(3, 0.7) and resumed.fired == [3]
+    old = RewardDropAlert()  # a state saved before the readings: its last mean
+    old.load_state_dict({"last": 1.0, "falls": 0, "fired": [2]})
+    assert [old.update(r, v) for r, v in enumerate([0.9, 0.8, 0.7], 3)] == [False, False, True]
+    assert old.fired == [2, 5]
+
+
 def test_a_run_s_schedule_counts_rounds():
     from feedbackgym.baselines.arms import arm_config
 

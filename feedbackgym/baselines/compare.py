@@ -8,7 +8,8 @@ Outputs in ``--out``::
 
     config.json        the full comparison config
     runs/ARM-seedS/    each run (see feedbackgym.baselines.runner): TensorBoard logs,
-                       curve.csv, versioned checkpoints, state.json
+                       curve.csv, versioned checkpoints, state.json, run.log (its
+                       reward-drop alerts, kept out of the progress bar)
     results.csv        per arm: success (IQM and mean, bootstrap 95% CIs), steps to 50% / 80%,
     results.md         final return, success before and after the switch, with hints masked
     improvement.csv    per pair of arms: the probability that a run of one beats one of the other
@@ -19,8 +20,10 @@ Outputs in ``--out``::
 from __future__ import annotations
 
 import json
+import logging
 import multiprocessing
 import queue
+import sys
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -197,18 +200,37 @@ def _start_worker(queue: Any) -> None:
 
 
 def _run_one(config: Any, resume: bool) -> dict[str, Any]:
+    """Trains one run; its reward-drop alerts go to its ``run.log``, not the terminal."""
     from feedbackgym.baselines.train import train_run
 
     def progress(steps: int) -> None:
         _progress_queue.put((config.out_dir, steps))
 
-    return train_run(config, resume=resume, progress=progress)
+    run_dir = Path(config.out_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(run_dir / "run.log")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    alerts = logging.getLogger("feedbackgym.control")
+    alerts.addHandler(handler)
+    alerts.propagate = False  # a line on stderr would break the comparison's progress bar
+    try:
+        return train_run(config, resume=resume, progress=progress)
+    finally:
+        alerts.removeHandler(handler)
+        handler.close()
 
 
 def run_comparison(
     config: ComparisonConfig, *, resume: bool = False, show_progress: bool = True
 ) -> list[dict[str, Any]]:
     """Runs every arm × seed (``jobs`` at a time), then writes the tables and the plot.
+
+    Args:
+        config: The comparison.
+        resume: Go on from the runs' last checkpoints.
+        show_progress: Show a progress bar, and after it a line on stderr per
+            run whose reward-drop alert fired (the runs log it to their
+            ``run.log`` only, so that it does not break the bar).
 
     Returns:
         The results table rows, one per arm.
@@ -238,6 +260,9 @@ def run_comparison(
                 bar.refresh()
     if bar is not None:
         bar.close()
+    if show_progress:
+        for line in _alert_lines(runs):
+            print(line, file=sys.stderr)
     return write_report(
         out,
         runs,
@@ -254,6 +279,21 @@ def _drain(progress: Any, done: dict[str, int]) -> None:
         except queue.Empty:
             return
         done[run_dir] = steps
+
+
+def _alert_lines(runs: list[Any]) -> list[str]:
+    """One line per run whose reward-drop alert fired: the rounds (its ``state.json``)."""
+    lines = []
+    for run in runs:
+        path = Path(run.out_dir) / "state.json"
+        fired = json.loads(path.read_text()).get("alerts") if path.exists() else None
+        if fired:
+            rounds = ", ".join(str(r) for r in fired)
+            lines.append(
+                f"reward-drop alert: {Path(run.out_dir).name} at round{'s' * (len(fired) > 1)} "
+                f"{rounds} (see {Path(run.out_dir) / 'run.log'})"
+            )
+    return lines
 
 
 def _steps_done(run_dir: str) -> int:

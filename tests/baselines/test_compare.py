@@ -177,3 +177,32 @@ def test_a_killed_comparison_leaves_no_worker_behind(tmp_path):
     while time.monotonic() < deadline and any(pid_alive(pid) for pid in children):
         time.sleep(0.2)
     assert not any(pid_alive(pid) for pid in children)
+
+
+def test_alerts_stay_out_of_the_progress_bar_and_are_summed_up_after_it(tmp_path, capfd):
+    config = ComparisonConfig(
+        env_id="feedbackgym/OpsIncidentEasy-v0",
+        arms=["shaping"],
+        seeds=1,
+        steps=512,
+        out=str(tmp_path),
+        n_envs=2,
+        n_steps=32,
+        eval_every=8,
+        eval_episodes=1,
+        bc_episodes=8,  # a warm-up from the expert: episodes end, some succeed
+        # Any fall of the mean return, in any round: fires in a run this short.
+        feedback_overrides={"alert": {"reading": "each", "rounds": 1, "drop": 0.01, "floor": 0}},
+        device="cpu",
+    )
+    run_comparison(config, show_progress=True)
+    out, err = capfd.readouterr()
+    run = tmp_path / "runs" / "shaping-seed0"
+    fired = json.loads((run / "state.json").read_text())["alerts"]
+    assert fired, "the alert never fired: the test needs a run whose mean falls"
+    assert "mean reward fell" not in out + err
+    assert "mean reward fell" in (run / "run.log").read_text()
+    lines = err.replace("\r", "\n").strip().splitlines()
+    assert lines[-1].startswith("reward-drop alert: shaping-seed0 at round")
+    assert lines[-1].split(" at round")[1].lstrip("s ").startswith(", ".join(map(str, fired)))
+    assert "compare" in err.split("reward-drop alert:")[0]  # the bar, closed before the summary
