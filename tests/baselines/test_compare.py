@@ -15,17 +15,26 @@ from feedbackgym.baselines.runner import RunConfig
 from feedbackgym.baselines.stats import IMPROVEMENT_FIELDS, success_around_switch
 
 
-@pytest.mark.parametrize("trainer", ["sb3", "torch"])
-def test_compare_writes_every_output(tmp_path, trainer):
-    config = ComparisonConfig(
+def _small(tmp_path, arms, **kwargs):
+    """A one-seed comparison on OpsIncident easy, 2 envs x 32 steps a round."""
+    return ComparisonConfig(
         env_id="feedbackgym/OpsIncidentEasy-v0",
-        arms=["sparse", "guide-then-review"],
+        arms=arms,
         seeds=1,
-        steps=256,
         out=str(tmp_path),
-        jobs=2,
         n_envs=2,
         n_steps=32,
+        **kwargs,
+    )
+
+
+@pytest.mark.parametrize("trainer", ["sb3", "torch"])
+def test_compare_writes_every_output(tmp_path, trainer):
+    config = _small(
+        tmp_path,
+        ["sparse", "guide-then-review"],
+        steps=256,
+        jobs=2,
         eval_every=2,
         eval_episodes=2,
         feedback_overrides={"schedule": {"fade": 1}, "guide": {"dropout_scope": "episode"}},
@@ -180,14 +189,10 @@ def test_a_killed_comparison_leaves_no_worker_behind(tmp_path):
 
 
 def test_alerts_stay_out_of_the_progress_bar_and_are_summed_up_after_it(tmp_path, capfd):
-    config = ComparisonConfig(
-        env_id="feedbackgym/OpsIncidentEasy-v0",
-        arms=["shaping"],
-        seeds=1,
+    config = _small(
+        tmp_path,
+        ["shaping"],
         steps=512,
-        out=str(tmp_path),
-        n_envs=2,
-        n_steps=32,
         eval_every=8,
         eval_episodes=1,
         bc_episodes=8,  # a warm-up from the expert: episodes end, some succeed
