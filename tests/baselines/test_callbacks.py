@@ -34,8 +34,11 @@ def test_alert_fires_on_a_synthetic_reward_drop(caplog):
         results = [alert.update(r, v) for r, v in enumerate([1.0, 1.0, 0.7, 0.5, 0.35, 0.34])]
     assert results == [False, False, False, False, True, False]
     assert fired[0][0] == 4 and "lengthen the fade" in fired[0][1] and "20%" in caplog.text
-    steady = RewardDropAlert()
-    assert not any(steady.update(r, v) for r, v in enumerate([1.0, 0.85, 0.7, 0.6, 0.5]))
+    steady = [1.0, 0.85, 0.7, 0.6, 0.5]  # under 20% a round, over 20% in three
+    each = RewardDropAlert(reading="each")
+    assert not any(each.update(r, v) for r, v in enumerate(steady))
+    cumulative = RewardDropAlert()
+    assert any(cumulative.update(r, v) for r, v in enumerate(steady))
     negative = RewardDropAlert()  # falling returns below zero fall too
     assert [negative.update(r, v) for r, v in enumerate([-1.0, -1.5, -2.5, -4.0])][-1]
     with pytest.raises(ValueError):
