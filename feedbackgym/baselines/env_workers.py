@@ -142,18 +142,20 @@ def _serve(connection: Any, build: bytes, sizes: list[int]) -> None:
     """A worker process: builds groups of ``sizes`` envs, then serves the learner's commands."""
     import cloudpickle
 
+    envs: list[list[gym.Env[Any, Any]]] = []
     memories: list[SharedMemory] = []
     groups: list[_Group] = []
     try:
-        envs = [[cloudpickle.loads(build)() for _ in range(size)] for size in sizes]
-        groups = [_Group(each, None) for each in envs]  # type: ignore[arg-type]
+        builder = cloudpickle.loads(build)
+        envs = [[builder() for _ in range(size)] for size in sizes]
         space = envs[0][0].observation_space
         connection.send(("ok", (space, envs[0][0].action_space)))
-        for group, name in zip(groups, connection.recv(), strict=True):
-            memories.append(SharedMemory(name=name))
-            group.arrays = StepBatch.on(
-                memories[-1].buf, len(group.envs), int(np.prod(space.shape))
-            )
+        memories = [SharedMemory(name=name) for name in connection.recv()]
+        obs_size = int(np.prod(space.shape or ()))
+        groups = [
+            _Group(each, StepBatch.on(memory.buf, len(each), obs_size))
+            for each, memory in zip(envs, memories, strict=True)
+        ]
         connection.send(("ok", None))
         while True:
             command, payload = connection.recv()
@@ -174,9 +176,9 @@ def _serve(connection: Any, build: bytes, sizes: list[int]) -> None:
     except Exception:
         connection.send(("error", traceback.format_exc()))
     finally:
-        for group in groups:
-            group.arrays = None  # type: ignore[assignment]  # release the views, then the memory
-            group.close()
+        groups.clear()  # the arrays go first: a memory with views on it cannot close
+        for env in (env for each in envs for env in each):
+            env.close()
         for memory in memories:
             memory.close()
         connection.close()

@@ -338,7 +338,6 @@ class Learner:
         )
         self.buffer = Rollout(config.num_steps, config.num_envs, obs_size)
         self.next_obs: np.ndarray | None = None
-        self._policy: FusedPolicy | None = None
         self._returns = np.zeros(config.num_envs)
         self._episode = np.zeros(config.num_envs, np.int64)
         self._episode_step = np.zeros(config.num_envs, np.int64)
@@ -363,13 +362,13 @@ class Learner:
         """
         assert self.next_obs is not None, "reset() first"
         self._finished, self._successes = [], []
-        self._policy = FusedPolicy(self.agent)
+        policy = FusedPolicy(self.agent)
         groups = self.envs.groups
         for t in range(self.config.num_steps):
             for group, rows in enumerate(groups):
                 if t:
                     self._record(t - 1, rows, self.envs.step_wait(group))
-                self._act(t, group, rows)
+                self._act(policy, t, group, rows)
         for group, rows in enumerate(groups):
             self._record(self.config.num_steps - 1, rows, self.envs.step_wait(group))
         for env, credits in enumerate(self.envs.call("take_credits")):  # taken even if unused
@@ -383,18 +382,18 @@ class Learner:
             trend.update(mean_return=float(np.mean(finished)), success=float(np.mean(successes)))
         return trend
 
-    def _act(self, t: int, group: int, rows: slice) -> None:
-        """Picks step ``t``'s actions for ``group``'s envs and starts their step."""
+    def _act(self, policy: FusedPolicy, t: int, group: int, rows: slice) -> None:
+        """Picks step ``t``'s actions for ``group``'s envs with ``policy``; starts their step."""
         buffer, obs = self.buffer, self.next_obs[rows]  # type: ignore[index]
         buffer.obs[t, rows] = obs
         buffer.episode[t, rows] = self._episode[rows]
         buffer.episode_step[t, rows] = self._episode_step[rows]
-        action, logprob, value = self._policy(torch.as_tensor(obs, device=self.device))  # type: ignore[misc]
-        action = action.cpu().numpy()
-        buffer.actions[t, rows] = action
+        action, logprob, value = policy(torch.as_tensor(obs, device=self.device))
+        actions = action.cpu().numpy()
+        buffer.actions[t, rows] = actions
         buffer.logprobs[t, rows] = logprob.cpu().numpy()
         buffer.values[t, rows] = value.cpu().numpy()
-        self.envs.step_async(group, action)
+        self.envs.step_async(group, actions)
 
     def _record(self, t: int, rows: slice, step: StepBatch) -> None:
         """Files step ``t`` of the envs at ``rows``; keeps their next observations."""

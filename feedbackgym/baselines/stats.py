@@ -39,7 +39,6 @@ __all__ = [
     "probability_of_improvement_ci",
     "steps_to",
     "speed_scores",
-    "steps_to_success",
     "success_around_switch",
     "summarize_arm",
     "t95",
@@ -337,17 +336,6 @@ def summarize_arm(arm: str, curves: Sequence[Curve]) -> dict[str, Any]:
     }
 
 
-def steps_to_success(curves: Sequence[Curve], percent: int) -> np.ndarray:
-    """Each run's env steps to ``percent``% success, a run that never got there at its last.
-
-    Example:
-        >>> curve = {"step": np.array([100.0, 200.0]), "success": np.array([0.5, 0.9])}
-        >>> steps_to_success([curve, {**curve, "success": np.array([0.1, 0.2])}], 80)
-        array([200., 200.])
-    """
-    return np.array([steps_to(c, percent / 100)[0] for c in curves], dtype=float)
-
-
 def speed_scores(curves: Sequence[Curve], percent: int) -> np.ndarray:
     """Each run's speed to ``percent``% success, for :func:`improvement_rows`: higher is sooner.
 
@@ -365,8 +353,9 @@ def speed_scores(curves: Sequence[Curve], percent: int) -> np.ndarray:
 
 def _steps_columns(curves: Sequence[Curve], percent: int) -> dict[str, Any]:
     """``steps_to_P`` (IQM, censored) with its bootstrap CI, ``..._censored``, ``reached_P``."""
-    censored = [steps_to(c, percent / 100)[1] for c in curves]
-    steps = steps_to_success(curves, percent)
+    reached = [steps_to(c, percent / 100) for c in curves]
+    steps = np.array([steps for steps, _ in reached], dtype=float)
+    censored = [censored for _, censored in reached]
     low, high = bootstrap_ci(steps, "iqm")
     return {
         f"steps_to_{percent}": iqm(steps),
