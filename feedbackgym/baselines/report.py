@@ -41,6 +41,7 @@ from feedbackgym.baselines.stats import (
     speed_scores,
     summarize_arm,
 )
+from feedbackgym.errors import DependencyNotInstalled
 from feedbackgym.schedules import TWO_PHASE_ARMS
 
 __all__ = ["SPEED_PERCENT", "FoundRun", "find_runs", "plot_curves", "write_report", "write_tables"]
@@ -314,11 +315,17 @@ def plot_curves(
 
     Returns:
         The path of the plot, ``out/curves.png``.
-    """
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    Raises:
+        DependencyNotInstalled: matplotlib is missing.
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as error:
+        raise DependencyNotInstalled.for_extra("matplotlib", "baselines") from error
 
     figure, axis = plt.subplots(figsize=(8, 4.5))
     bounds = _phase_bounds(runs, planned_switch)

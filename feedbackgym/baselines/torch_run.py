@@ -37,7 +37,7 @@ try:
     import torch
     from torch.utils.tensorboard import SummaryWriter
 except ImportError as error:
-    raise DependencyNotInstalled.for_extra("torch", "baselines") from error
+    raise DependencyNotInstalled.for_extra(error.name or "torch", "baselines") from error
 
 __all__ = ["ppo_config", "rollback", "train_torch_run"]
 

@@ -57,9 +57,7 @@ def export_minari(
         import minari
         from minari.data_collector import EpisodeBuffer
     except ImportError as error:
-        raise DependencyNotInstalled(
-            'minari is not installed, run `pip install "minari[hdf5]"`'
-        ) from error
+        raise DependencyNotInstalled.for_extra("minari", "minari") from error
     if not isinstance(store, TrajectoryStore):
         store = TrajectoryStore(store)
     episodes = list(store.iter_episodes(**filters))
