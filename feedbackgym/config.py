@@ -40,6 +40,7 @@ from feedbackgym.errors import ConfigError
 __all__ = [
     "ARM_PRESETS",
     "ARM_SPEAKERS",
+    "DEFAULT_DEADLINE_MS",
     "SHAPING_SUFFIX",
     "AdaptiveConfig",
     "AlertConfig",
@@ -51,12 +52,18 @@ __all__ = [
     "ReviewConfig",
     "ScheduleConfig",
     "ShapingConfig",
+    "checked_source",
     "load_config",
     "merge_config",
     "split_arm",
+    "split_generator_name",
 ]
 
 logger = logging.getLogger(__name__)
+
+DEFAULT_DEADLINE_MS = 50.0
+"""How long a step waits for feedback from a service or an off-step generator (the
+spec's latency budget is 100 ms from trajectory to feedback)."""
 
 GuideChannel = Literal["text", "vector", "info"]
 ReviewChannel = Literal["text", "vector", "info", "credit"]
@@ -114,14 +121,76 @@ def split_arm(arm: str) -> tuple[str, bool]:
         raise ConfigError(f"unknown arm {arm!r}; choose one of {', '.join(_ARMS)}") from None
 
 
+def split_generator_name(name: str) -> tuple[str, str]:
+    """A generator's ``"module:Class"`` name as ``(module, attribute path)``.
+
+    Example:
+        >>> split_generator_name("my_critics:RubricReviewer")
+        ('my_critics', 'RubricReviewer')
+
+    Raises:
+        ValueError: ``name`` is not of that form.
+    """
+    module, sep, attribute = name.partition(":")
+    if not (module and sep and attribute):
+        raise ValueError(f"a generator is named as 'module:Class', got {name!r}")
+    return module, attribute
+
+
+def checked_source(source: str) -> str:
+    """``source`` if it is ``"local"`` or a ``tcp://`` or ``ipc://`` service address.
+
+    Raises:
+        ValueError: It is neither.
+    """
+    if source != "local" and not source.startswith(("tcp://", "ipc://")):
+        raise ValueError(f"source must be 'local' or a tcp:// or ipc:// address, got {source!r}")
+    return source
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class GuideConfig(_Section):
+class _Generated(_Section):
+    """Where a section's feedback comes from: a generator in-process, or a service."""
+
+    generator: str | None = None
+    source: str = "local"
+    deadline_ms: float = Field(DEFAULT_DEADLINE_MS, gt=0)
+
+    @field_validator("generator")
+    @classmethod
+    def _named_as_module_class(cls, generator: str | None) -> str | None:
+        if generator is not None:
+            split_generator_name(generator)
+        return generator
+
+    @field_validator("source")
+    @classmethod
+    def _local_or_address(cls, source: str) -> str:
+        return checked_source(source)
+
+    @model_validator(mode="after")
+    def _one_origin(self) -> Any:
+        if self.generator is not None and self.source != "local":
+            raise ValueError(
+                "generator and source exclude each other: a service runs its own generator "
+                "(feedbackgym serve-feedback --generator)"
+            )
+        return self
+
+
+class GuideConfig(_Generated):
     """Guide settings.
 
     Attributes:
+        generator: The guide, named as ``"module:Class"`` (any object meeting
+            :class:`~feedbackgym.feedback.generators.Guide`); ``None``: the
+            built-in :class:`~feedbackgym.feedback.SubgoalGuide`.
+        source: ``"local"`` (in-process) or a ``feedbackgym serve-feedback`` address.
+        deadline_ms: Longest a step waits for a hint from a service or an
+            off-step guide; a hint later than that is skipped and counted.
         every: Guide density: a hint is due every ``every`` steps.
         lookahead: Subgoals a hint names.
         dropout: Chance a due hint is withheld even at full guide weight
@@ -138,10 +207,17 @@ class GuideConfig(_Section):
     channels: tuple[GuideChannel, ...] = ("info",)
 
 
-class ReviewConfig(_Section):
+class ReviewConfig(_Generated):
     """Review settings.
 
     Attributes:
+        generator: The reviewer, named as ``"module:Class"`` (any object meeting
+            :class:`~feedbackgym.feedback.generators.Reviewer`); ``None``: the
+            built-in :class:`~feedbackgym.feedback.TrajectoryReviewer`.
+        source: ``"local"`` (in-process) or a ``feedbackgym serve-feedback`` address.
+        deadline_ms: Longest the last step of an episode waits for its review
+            from a service or an off-step reviewer; a later one lands on a
+            later step.
         window: Review window length N (the last N steps).
         stall_steps: Steps without progress that count as a stall.
         action_level: Include the expert's action in suggestions.
@@ -373,6 +449,13 @@ class FeedbackConfig(_Section):
         """The fields that shape observation spaces, which cannot change mid-run."""
         return (self.guide.channels, self.review.channels)
 
+    def origin_fields(self) -> tuple[Any, ...]:
+        """Where feedback comes from (generators, sources), fixed when the envs are made."""
+        return tuple(
+            (section.generator, section.source, section.deadline_ms)
+            for section in (self.guide, self.review)
+        )
+
 
 def merge_config(
     config: FeedbackConfig, overrides: dict[str, Any], source: str = "overrides"
@@ -488,6 +571,11 @@ class ConfigWatcher:
             return self._reject(
                 f"{self.path}: channels cannot change during a run "
                 "(they shape the observation space)"
+            )
+        if candidate.origin_fields() != self.config.origin_fields():
+            return self._reject(
+                f"{self.path}: generators, sources and deadlines cannot change during a run "
+                "(the envs are made with them)"
             )
         self.config = candidate
         self.version += 1

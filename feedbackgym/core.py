@@ -13,7 +13,7 @@ last steps of a finished episode. :class:`StepRecord` is what a reviewer reads.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import cached_property, lru_cache
 from typing import Any
@@ -208,7 +208,7 @@ def _hint_sentence(texts: tuple[str, ...]) -> str:
     return "Hint: " + ", ".join(parts)
 
 
-def next_subgoal_ids(library: Sequence[Subgoal], progress: dict[str, bool]) -> list[str]:
+def next_subgoal_ids(library: Sequence[Subgoal], progress: Mapping[str, bool]) -> list[str]:
     """Ids of the subgoals not done yet, in the order to pursue them.
 
     Subgoals whose prerequisites are all done come first (in library order),

@@ -11,6 +11,7 @@ __all__ = [
     "ConfigError",
     "DependencyNotInstalled",
     "FeedbackGymError",
+    "GeneratorError",
     "InvalidAction",
     "SandboxError",
 ]
@@ -47,3 +48,7 @@ class InvalidAction(FeedbackGymError, ValueError):
 
 class SandboxError(FeedbackGymError, RuntimeError):
     """A sandbox backend failed to start, run or clean up."""
+
+
+class GeneratorError(FeedbackGymError, TypeError):
+    """A feedback generator cannot be loaded, or does not meet its protocol (named)."""

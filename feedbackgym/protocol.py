@@ -87,7 +87,11 @@ class FeedbackInfo(TypedDict, total=False):
 
     Attributes:
         guide: The hint given this step (``Hint.to_dict()``), or ``{}``.
-        review: The review of the episode that just ended (``Review.to_dict()``), or ``{}``.
+        review: The review of the episode that just ended (``Review.to_dict()``), or ``{}``;
+            a review from a slow reviewer may land later (see ``review_episode``).
+        review_episode: Which episode ``review`` is about, counted from 0 by the
+            env's review wrapper (-1 with no review): the one that just ended,
+            or an earlier one for a review that landed late.
         credit: Per-step credit of that review (with the ``credit`` channel).
         phase: ``"guide"``, ``"fade"``, ``"review"``, ``"both"`` or ``"none"``.
         guide_weight: The guide weight in force.
@@ -97,6 +101,7 @@ class FeedbackInfo(TypedDict, total=False):
 
     guide: dict[str, Any]
     review: dict[str, Any]
+    review_episode: int
     credit: CreditInfo
     phase: str
     guide_weight: float

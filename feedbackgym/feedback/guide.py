@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from feedbackgym.core import Hint, Subgoal, next_subgoal_ids
+from feedbackgym.feedback.generators import GuideRequest
 
 __all__ = ["SubgoalGuide"]
 
@@ -13,41 +14,46 @@ __all__ = ["SubgoalGuide"]
 class SubgoalGuide:
     """Names the next subgoals to reach ("first A, then B"). Never an action.
 
+    A :class:`~feedbackgym.feedback.generators.Guide`; it answers in
+    microseconds, so the wrappers call it in the step (``inline``).
+
     Args:
-        lookahead: How many subgoals a hint names.
+        lookahead: How many subgoals a hint names, unless the request's
+            ``options["lookahead"]`` says otherwise.
 
     Example:
-        >>> lib = [Subgoal("key", "pick up the key", bool),
-        ...        Subgoal("door", "open the door", bool, ("key",))]
-        >>> SubgoalGuide(lookahead=2).hint(lib, {"key": False, "door": False}, step=0).text
+        >>> lib = (Subgoal("key", "pick up the key", bool),
+        ...        Subgoal("door", "open the door", bool, ("key",)))
+        >>> SubgoalGuide().hint(GuideRequest(lib, {"key": False, "door": False}, step=0)).text
         'Hint: first pick up the key, then open the door'
     """
+
+    inline = True
+    """Called in the step: it answers in microseconds."""
 
     def __init__(self, lookahead: int = 2) -> None:
         if lookahead < 1:
             raise ValueError(f"lookahead must be at least 1, got {lookahead}")
         self.lookahead = lookahead
-        self._last_key: tuple[tuple[Subgoal, ...], tuple[tuple[str, bool], ...]] | None = None
+        self._last_key: tuple[Any, ...] | None = None
         self._last_choice: tuple[Any, ...] = ()
 
-    def hint(self, library: Sequence[Subgoal], progress: dict[str, bool], step: int) -> Hint:
-        """Returns the hint for a state with ``progress`` at ``step``.
-
-        Args:
-            library: The episode's subgoal library.
-            progress: Which subgoals are done (``info["subgoals"]``).
-            step: The episode step the hint is given at.
-        """
-        key = (tuple(library), tuple(progress.items()))
+    def hint(self, request: GuideRequest) -> Hint:
+        """Returns the hint for the request's progress at its step."""
+        lookahead = int(request.options.get("lookahead", self.lookahead))
+        key = (request.library, tuple(request.progress.items()), lookahead)
         if key != self._last_key:  # progress changes a few times an episode: reuse the choice
-            self._last_key, self._last_choice = key, self._choose(library, progress)
+            choice = self._choose(request.library, request.progress, lookahead)
+            self._last_key, self._last_choice = key, choice
         ids, texts, positions, targets, kind = self._last_choice
-        return Hint(ids, texts, step, positions, targets, kind)
+        return Hint(ids, texts, request.step, positions, targets, kind)
 
     def _choose(
-        self, library: Sequence[Subgoal], progress: dict[str, bool]
+        self, library: Sequence[Subgoal], progress: Mapping[str, bool], lookahead: int
     ) -> tuple[tuple[str, ...], tuple[str, ...], tuple[int, ...], tuple[str, ...], str]:
-        ids = next_subgoal_ids(library, progress)[: self.lookahead]
+        if lookahead < 1:
+            raise ValueError(f"lookahead must be at least 1, got {lookahead}")
+        ids = next_subgoal_ids(library, progress)[:lookahead]
         by_id = {sg.id: (i, sg) for i, sg in enumerate(library)}
         first = by_id[ids[0]][1] if ids else None
         return (

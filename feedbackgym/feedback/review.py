@@ -13,6 +13,7 @@ from feedbackgym.core import (
     as_clause,
     next_subgoal_ids,
 )
+from feedbackgym.feedback.generators import ReviewRequest
 
 __all__ = ["TrajectoryReviewer"]
 
@@ -26,6 +27,11 @@ class TrajectoryReviewer:
     (the subgoal to reach from there); the expert's action is added only when
     ``action_level`` is on and the records carry it.
 
+    A :class:`~feedbackgym.feedback.generators.Reviewer`; it answers in
+    microseconds, so the wrappers call it in the step (``inline``). The
+    request's ``options`` (``stall_steps``, ``action_level``) override the
+    constructor's settings.
+
     Args:
         stall_steps: Steps without progress that count as a stall.
         max_points: Most re-explore points per review.
@@ -33,15 +39,18 @@ class TrajectoryReviewer:
         action_level: Include the expert's action in re-explore points.
 
     Example:
-        >>> lib = [Subgoal("a", "reach A", bool), Subgoal("b", "reach B", bool, ("a",))]
-        >>> steps = [StepRecord(0, 1, 0.0, ()), StepRecord(1, 2, 0.0, ("a",)),
-        ...          StepRecord(2, 3, 0.0, ("a",), harmful=True)]
-        >>> review = TrajectoryReviewer().review(steps, lib, success=False)
+        >>> lib = (Subgoal("a", "reach A", bool), Subgoal("b", "reach B", bool, ("a",)))
+        >>> steps = (StepRecord(0, 1, 0.0, ()), StepRecord(1, 2, 0.0, ("a",)),
+        ...          StepRecord(2, 3, 0.0, ("a",), harmful=True))
+        >>> review = TrajectoryReviewer().review(ReviewRequest(steps, lib, success=False))
         >>> [(s.start, s.end, s.subgoal_id) for s in review.reusable]
         [(0, 1, 'a')]
         >>> review.reexplore[0].step, review.reexplore[0].suggestion
         (2, 'try to reach B')
     """
+
+    inline = True
+    """Called in the step: it answers in microseconds."""
 
     def __init__(
         self,
@@ -58,26 +67,22 @@ class TrajectoryReviewer:
         self.credit_scale = credit_scale
         self.action_level = action_level
 
-    def review(
-        self,
-        records: Sequence[StepRecord],
-        library: Sequence[Subgoal],
-        *,
-        success: bool,
-        initial_done: Sequence[str] = (),
-    ) -> Review:
-        """Reviews ``records`` (the window, oldest first) of a finished episode.
+    def review(self, request: ReviewRequest) -> Review:
+        """Reviews the request's window (its records, oldest first) of a finished episode.
 
-        Args:
-            records: The window's steps.
-            library: The episode's subgoal library.
-            success: Whether the episode succeeded.
-            initial_done: Subgoals already done before the window's first step.
+        Raises:
+            ValueError: The window is empty, or an option is out of range.
         """
+        records, library, success = request.records, request.library, request.success
         if not records:
             raise ValueError("a review needs at least one step")
-        reusable = self._reusable(records, initial_done)
-        points = self._reexplore(records, library, initial_done)
+        options = request.options
+        stall_steps = int(options.get("stall_steps", self.stall_steps))
+        action_level = bool(options.get("action_level", self.action_level))
+        if stall_steps < 1:
+            raise ValueError(f"stall_steps must be at least 1, got {stall_steps}")
+        reusable = self._reusable(records, request.initial_done)
+        points = self._reexplore(records, library, request.initial_done, stall_steps, action_level)
         final = set(records[-1].done_ids)
         score = 1.0 if success else len(final) / max(1, len(library))
         credit = [0.0] * len(records)
@@ -116,6 +121,8 @@ class TrajectoryReviewer:
         records: Sequence[StepRecord],
         library: Sequence[Subgoal],
         initial_done: Sequence[str],
+        stall_steps: int,
+        action_level: bool,
     ) -> list[ReexplorePoint]:
         # Where to re-explore: harmful steps first, then stalls; points are built
         # only for the ones kept (each asks what to try next in that state).
@@ -128,13 +135,16 @@ class TrajectoryReviewer:
             progressed = set(record.done_ids) - set(done_before)
             if record.harmful:
                 harmful.append((record, done_before))
-            elif not progressed and record.step - stall_start + 1 == self.stall_steps:
+            elif not progressed and record.step - stall_start + 1 == stall_steps:
                 stalled.append((records[stall_start - first], done_before))
             if progressed:
                 stall_start = record.step + 1
             done_before = record.done_ids
         kept = [(r, d, "harmful") for r, d in harmful] + [(r, d, "stalled") for r, d in stalled]
-        points = [self._point(r, library, d, reason) for r, d, reason in kept[: self.max_points]]
+        points = [
+            self._point(r, library, d, reason, action_level)
+            for r, d, reason in kept[: self.max_points]
+        ]
         return sorted(points, key=lambda p: p.step)
 
     def _point(
@@ -143,6 +153,7 @@ class TrajectoryReviewer:
         library: Sequence[Subgoal],
         done_before: Sequence[str],
         reason: str,
+        action_level: bool,
     ) -> ReexplorePoint:
         upcoming = next_subgoal_ids(library, dict.fromkeys(done_before, True))
         target = next(
@@ -157,7 +168,7 @@ class TrajectoryReviewer:
             state_summary=summary,
             suggestion=f"try to {as_clause(target)}",
             reason=reason,
-            action_suggestion=record.expert_action if self.action_level else None,
+            action_suggestion=record.expert_action if action_level else None,
         )
 
     @staticmethod

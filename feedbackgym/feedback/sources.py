@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from feedbackgym.config import DEFAULT_DEADLINE_MS, checked_source
+
 if TYPE_CHECKING:
     from feedbackgym.feedback.remote import RemoteFeedbackSource
 
 __all__ = ["make_source"]
 
 
-def make_source(source: str, *, deadline_ms: float = 50.0) -> RemoteFeedbackSource | None:
+def make_source(
+    source: str, *, deadline_ms: float = DEFAULT_DEADLINE_MS
+) -> RemoteFeedbackSource | None:
     """Resolves a wrapper's ``source=`` argument.
 
     Args:
@@ -20,15 +24,14 @@ def make_source(source: str, *, deadline_ms: float = 50.0) -> RemoteFeedbackSour
             without it.
 
     Returns:
-        ``None`` for local generation, else the remote client.
+        ``None`` for local generation, else the remote client (a guide and a
+        reviewer, see :mod:`feedbackgym.feedback.generators`).
 
     Raises:
         ValueError: ``source`` is neither.
     """
-    if source == "local":
+    if checked_source(source) == "local":
         return None
-    if source.startswith(("tcp://", "ipc://")):
-        from feedbackgym.feedback.remote import RemoteFeedbackSource
+    from feedbackgym.feedback.remote import RemoteFeedbackSource
 
-        return RemoteFeedbackSource(source, deadline_ms=deadline_ms)
-    raise ValueError(f"source must be 'local' or a tcp:// or ipc:// address, got {source!r}")
+    return RemoteFeedbackSource(source, deadline_ms=deadline_ms)

@@ -19,6 +19,7 @@ __all__ = [
     "find_wrapper",
     "json_safe",
     "subgoal_library",
+    "task_family",
     "text_space_with_room",
     "with_appended_text",
 ]
@@ -92,6 +93,23 @@ def subgoal_library(env: gym.Env[Any, Any]) -> list[Subgoal]:
         ) from None
 
 
+def task_family(env: gym.Env[Any, Any]) -> str:
+    """The env's task family: its id without the version, else its class name.
+
+    Generators get it with each request (``request.task``), and the feedback
+    service keeps one generator per family.
+
+    Example:
+        >>> import gymnasium as gym, feedbackgym
+        >>> task_family(gym.make("feedbackgym/OpsIncidentEasy-v0"))
+        'feedbackgym/OpsIncidentEasy'
+    """
+    spec = env.unwrapped.spec
+    if spec is None:
+        return type(env.unwrapped).__name__
+    return f"{spec.namespace}/{spec.name}" if spec.namespace else spec.name
+
+
 def text_space_with_room(space: spaces.Text, extra: int) -> spaces.Text:
     """A ``Text`` space like ``space`` with ``extra`` more characters and a printable charset."""
     charset = "".join(sorted(set(space.character_set) | set(EXTRA_TEXT_CHARS)))
@@ -108,6 +126,15 @@ def with_appended_text(obs: Any, text: str, limit: int) -> Any:
     if isinstance(obs, str):
         return obs + addition
     return {**obs, "text": obs["text"] + addition}
+
+
+def text_observation(obs: Any) -> str | None:
+    """The text of an observation (a string, or a Dict's ``"text"``), else ``None``."""
+    if isinstance(obs, str):
+        return obs
+    if isinstance(obs, dict) and isinstance(obs.get("text"), str):
+        return obs["text"]
+    return None
 
 
 def text_subspace(space: spaces.Space[Any]) -> spaces.Text | None:

@@ -10,8 +10,14 @@ from typing import Any, TypeVar
 import gymnasium as gym
 import numpy as np
 
+from feedbackgym.feedback.generators import OffStepCall
 from feedbackgym.feedback.sources import make_source
-from feedbackgym.wrappers.common import checked_channels, checked_probability, text_channel_space
+from feedbackgym.wrappers.common import (
+    checked_channels,
+    checked_probability,
+    task_family,
+    text_channel_space,
+)
 
 __all__ = ["LATENCY_SAMPLES", "FeedbackWrapper"]
 
@@ -22,13 +28,14 @@ T = TypeVar("T")
 
 
 class FeedbackWrapper(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArgs):
-    """A wrapper that gives feedback on some channels, from a local or remote source.
+    """A wrapper that gives feedback on some channels, from a generator or a service.
 
-    It holds the channels, the source (``None`` when local), the weight (the
-    chance that feedback that is due is given), the seeded generator of those
-    draws, and the counters and latencies that :meth:`feedback_stats` reports.
-    Subclasses name their counters in ``counters`` and call :meth:`_setup`
-    from their constructor.
+    It holds the channels, the generator's call (:class:`OffStepCall`: the
+    generator given, the built-in one, or the client of a service), the
+    weight (the chance that feedback that is due is given), the seeded
+    generator of those draws, and the counters and latencies that
+    :meth:`feedback_stats` reports. Subclasses name their counters in
+    ``counters`` and call :meth:`_setup` from their constructor.
     """
 
     kind: str = "feedback"
@@ -42,6 +49,8 @@ class FeedbackWrapper(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruct
         *,
         channels: tuple[str, ...] | list[str],
         allowed: tuple[str, ...],
+        generator: Callable[[], Any] | None,
+        built_in: Callable[[], Any],
         source: str,
         deadline_ms: float,
         max_subgoals: int,
@@ -49,13 +58,37 @@ class FeedbackWrapper(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruct
     ) -> None:
         """Wraps ``env`` and sets up the shared parts.
 
+        Args:
+            env: The env to wrap.
+            channels: The channels feedback goes to.
+            allowed: The channels this wrapper offers.
+            generator: Makes the generator the user gave (``None``: none given).
+            built_in: Makes the built-in generator.
+            source: ``"local"`` or a service's address.
+            deadline_ms: Longest a step waits for a service or an off-step generator.
+            max_subgoals: Size of the vector fields over the subgoal library.
+            text_limit: Most characters the text channel adds.
+
         Raises:
-            ValueError: A channel not in ``allowed``, or an unknown source.
+            ValueError: A channel not in ``allowed``, an unknown source, a
+                deadline that is not positive, or both a generator and a service.
         """
         gym.Wrapper.__init__(self, env)
         self.channels = checked_channels(channels, allowed)
         self.max_subgoals = max_subgoals
-        self._source = make_source(source, deadline_ms=deadline_ms)
+        if deadline_ms <= 0:
+            raise ValueError(f"deadline_ms must be positive, got {deadline_ms}")
+        self.deadline_ms = deadline_ms
+        remote = make_source(source, deadline_ms=deadline_ms)
+        if remote is not None and generator is not None:
+            raise ValueError(
+                f"pass either a {self.kind} generator (in-process) or source={source!r} "
+                "(a service runs its own: feedbackgym serve-feedback --generator)"
+            )
+        self._remote = remote
+        made = remote if remote is not None else (generator or built_in)()
+        self._call = OffStepCall(made, "hint" if self.kind == "guide" else "review")
+        self._task = task_family(env)
         if "text" in self.channels:
             self.observation_space = text_channel_space(env.observation_space, text_limit)
         self._rng: np.random.Generator | None = None
@@ -71,7 +104,7 @@ class FeedbackWrapper(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruct
         """Counts and latencies since the last call, for trainers to log; resets them."""
         stats: dict[str, Any] = {name: getattr(self, name) for name in self.counters}
         stats["latencies_ms"] = list(self.latencies_ms)
-        stats["misses"] = getattr(self._source, "misses", 0)
+        stats["misses"] = self._call.misses
         for name in self.counters:
             setattr(self, name, 0)
         self.latencies_ms.clear()
@@ -84,8 +117,14 @@ class FeedbackWrapper(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruct
         self.latencies_ms.append((time.perf_counter() - start) * 1000.0)
         return result
 
+    @property
+    def generator(self) -> Any:
+        """The guide or reviewer in use (the built-in one, the user's, or a service client)."""
+        return self._call.generator
+
     def close(self) -> None:
-        """Closes the env and the remote source, if any."""
-        if self._source is not None:
-            self._source.close()
+        """Closes the env, the generator's worker thread and the service client, if any."""
+        self._call.close()
+        if self._remote is not None:
+            self._remote.close()
         super().close()

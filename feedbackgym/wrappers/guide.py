@@ -10,6 +10,7 @@ from gymnasium import spaces
 
 from feedbackgym.config import GuideConfig
 from feedbackgym.core import Hint, Subgoal
+from feedbackgym.feedback.generators import Guide, GuideRequest, as_guide
 from feedbackgym.feedback.guide import SubgoalGuide
 from feedbackgym.wrappers.common import (
     add_vector_fields,
@@ -17,6 +18,7 @@ from feedbackgym.wrappers.common import (
     read_only,
     seeded_rng,
     subgoal_library,
+    text_observation,
     with_appended_text,
     with_vector_fields,
 )
@@ -62,6 +64,13 @@ class AddGuide(FeedbackWrapper):
       hint is in force, so the space never changes. The arrays are read-only and
       shared by the observations a hint is held for: copy one before writing to it.
 
+    Generators: the hint comes from ``guide`` (any object meeting
+    :class:`~feedbackgym.feedback.generators.Guide`, or its ``"module:Class"``
+    name), from a ``feedbackgym serve-feedback`` service (``source``), or from
+    the built-in :class:`~feedbackgym.feedback.SubgoalGuide`. A guide that is
+    not ``inline`` runs off the step: a hint not ready within ``deadline_ms``
+    is skipped and counted (``hints_late``).
+
     Example:
         >>> import gymnasium as gym, feedbackgym
         >>> env = AddGuide(gym.make("feedbackgym/OpsIncidentEasy-v0"), every=2, dropout=0.0)
@@ -72,15 +81,18 @@ class AddGuide(FeedbackWrapper):
         'Hint: first triage the db_primary alert: inspect its metrics and logs'
 
     Change logs:
+     * v0.2.0 - ``guide=``: any guide object or ``"module:Class"``; late hints skipped
      * v0.1.0 - Initially added
     """
 
     kind = "guide"
-    counters = ("hints_given", "hints_due")
+    counters = ("hints_given", "hints_due", "hints_late")
     hints_given: int
     """Hints given since the last :meth:`feedback_stats` call."""
     hints_due: int
     """Steps a hint was due on since the last :meth:`feedback_stats` call."""
+    hints_late: int
+    """Hints skipped since the last :meth:`feedback_stats` call: not ready within the deadline."""
 
     def __init__(
         self,
@@ -88,18 +100,20 @@ class AddGuide(FeedbackWrapper):
         every: int = _DEFAULTS.every,
         channels: tuple[str, ...] | list[str] = _DEFAULTS.channels,
         *,
-        source: str = "local",
+        guide: Guide | str | None = _DEFAULTS.generator,
+        source: str = _DEFAULTS.source,
         lookahead: int = _DEFAULTS.lookahead,
         weight: float = 1.0,
         dropout: float = _DEFAULTS.dropout,
         dropout_scope: str = _DEFAULTS.dropout_scope,
         max_subgoals: int = 16,
-        deadline_ms: float = 50.0,
+        deadline_ms: float = _DEFAULTS.deadline_ms,
     ) -> None:
         gym.utils.RecordConstructorArgs.__init__(
             self,
             every=every,
             channels=list(channels),
+            guide=guide,
             source=source,
             lookahead=lookahead,
             weight=weight,
@@ -112,6 +126,8 @@ class AddGuide(FeedbackWrapper):
             env,
             channels=channels,
             allowed=GUIDE_CHANNELS,
+            generator=None if guide is None else lambda: as_guide(guide),
+            built_in=SubgoalGuide,
             source=source,
             deadline_ms=deadline_ms,
             max_subgoals=max_subgoals,
@@ -138,7 +154,7 @@ class AddGuide(FeedbackWrapper):
         self._held: Hint | None = None
         self._held_vector: dict[str, np.ndarray] | None = None
         self._vector_cache: dict[Any, dict[str, np.ndarray]] = {}
-        self._library: list[Subgoal] | None = None
+        self._library: tuple[Subgoal, ...] | None = None
         """The episode's subgoal library, read at its first hint."""
 
     # --- runtime setters (reach subprocess workers through env_method / call) -------------
@@ -153,10 +169,13 @@ class AddGuide(FeedbackWrapper):
             raise ValueError(
                 f"dropout_scope must be one of {DROPOUT_SCOPES}, got {dropout_scope!r}"
             )
+        if lookahead < 1:
+            raise ValueError(f"lookahead must be at least 1, got {lookahead}")
         self.every = every
+        self.lookahead = lookahead
         self.dropout = dropout
         self.dropout_scope = dropout_scope
-        self._guide = SubgoalGuide(lookahead)
+        self._options = {"lookahead": lookahead}
 
     # --- Gymnasium API --------------------------------------------------------------------
 
@@ -190,7 +209,7 @@ class AddGuide(FeedbackWrapper):
             self.hints_due += 1
             assert self._rng is not None
             if self._rng.random() < self._hint_chance():
-                hint = self._make_hint(info)
+                hint = self._make_hint(obs, info)
             self._set_held(hint)
         fields = feedback_info(info)
         fields["guide"] = hint.to_dict() if hint is not None and "info" in self.channels else {}
@@ -219,25 +238,39 @@ class AddGuide(FeedbackWrapper):
                 self._vector_cache[key] = read_only(self._vector(hint))
             self._held_vector = self._vector_cache[key]
 
-    def _make_hint(self, info: dict[str, Any]) -> Hint | None:
-        hint = self._timed(lambda: self._choose_hint(info))
+    def _make_hint(self, obs: Any, info: dict[str, Any]) -> Hint | None:
+        hint: Hint | None = self._timed(lambda: self._ask(self._request(obs, info)))
         if hint is not None:
             self.hints_given += 1
         return hint
 
-    def _choose_hint(self, info: dict[str, Any]) -> Hint | None:
+    def _ask(self, request: GuideRequest) -> Hint | None:
+        call = self._call
+        if call.inline:
+            return call(request)
+        done, hint = call.settle(call.submit(request), self.deadline_ms / 1000.0)
+        if not done:
+            self.hints_late += 1
+            call.lost += 1
+        return hint
+
+    def _request(self, obs: Any, info: dict[str, Any]) -> GuideRequest:
         library = self._library
         if library is None:  # the library is the episode's: read it once an episode
-            library = self._library = subgoal_library(self.env)
+            library = self._library = tuple(subgoal_library(self.env))
             if len(library) > self.max_subgoals:
                 raise ValueError(
                     f"the subgoal library has {len(library)} subgoals, "
                     f"more than max_subgoals={self.max_subgoals}"
                 )
-        progress = info.get("subgoals", {})
-        if self._source is None:
-            return self._guide.hint(library, progress, self._t)
-        return self._source.hint(library, progress, self._t, self._guide.lookahead)
+        return GuideRequest(
+            library,
+            info.get("subgoals", {}),
+            self._t,
+            text_observation(obs),
+            self._task,
+            self._options,
+        )
 
     def _vector(self, hint: Hint | None) -> dict[str, np.ndarray]:
         one_hot = np.zeros(self.max_subgoals, np.int8)

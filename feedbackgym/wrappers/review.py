@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import deque
+from concurrent.futures import Future
 from typing import Any, NamedTuple, SupportsFloat
 
 import gymnasium as gym
@@ -9,8 +11,10 @@ import numpy as np
 from gymnasium import spaces
 
 from feedbackgym.config import ReviewConfig
-from feedbackgym.core import Review, StepRecord, Subgoal
+from feedbackgym.core import Review, StepRecord
+from feedbackgym.feedback.generators import Reviewer, ReviewRequest, as_reviewer
 from feedbackgym.feedback.review import TrajectoryReviewer
+from feedbackgym.protocol import IS_SUCCESS, OUTCOME
 from feedbackgym.wrappers.common import (
     add_vector_fields,
     feedback_info,
@@ -27,9 +31,12 @@ __all__ = ["REVIEW_CHANNELS", "AddReview"]
 
 REVIEW_CHANNELS = ("text", "vector", "info", "credit")
 REVIEW_TEXT_LIMIT = 1024
+"""Most characters a review adds to a text observation."""
+MAX_PENDING_REVIEWS = 8
+"""Most reviews waited for at once (a reviewer slower than the episodes): past it the
+oldest is dropped and counted as a miss."""
 _DEFAULTS = ReviewConfig()
 """The review's defaults live in the config (:class:`~feedbackgym.config.ReviewConfig`)."""
-"""Most characters a review adds to a text observation."""
 
 
 class _StepRow(NamedTuple):
@@ -43,6 +50,16 @@ class _StepRow(NamedTuple):
     action_text: str
 
 
+class _Pending(NamedTuple):
+    """A review asked for at an episode's end and not ready then."""
+
+    episode: int
+    future: Future[Any]
+    reached: tuple[str, ...]
+    length: int
+    positions: dict[str, int]
+
+
 class AddReview(FeedbackWrapper):
     """Reviews the last ``window`` steps of each finished episode.
 
@@ -54,7 +71,8 @@ class AddReview(FeedbackWrapper):
     Channels:
 
     * ``"info"``: ``info["feedback"]["review"]`` holds ``Review.to_dict()`` on the
-      final step, else ``{}``.
+      final step, else ``{}``; ``info["feedback"]["review_episode"]`` says which
+      episode it is about (counted from 0 by this wrapper; -1 with no review).
     * ``"text"``: the last review's text is appended to the *next* episode's
       first text observation.
     * ``"vector"``: ``review_reached`` (which library positions were reached last
@@ -66,6 +84,17 @@ class AddReview(FeedbackWrapper):
       on the final step: per-step credit over the window, for trainers that
       redistribute reward.
 
+    Generators: the review comes from ``reviewer`` (any object meeting
+    :class:`~feedbackgym.feedback.generators.Reviewer`, or its
+    ``"module:Class"`` name), from a ``feedbackgym serve-feedback`` service
+    (``source``), or from the built-in
+    :class:`~feedbackgym.feedback.TrajectoryReviewer`. A reviewer that is not
+    ``inline`` runs off the step; the final step waits at most
+    ``deadline_ms`` for it. A review not ready by then (``reviews_late``) is
+    delivered when it is: in the info of the first step after that (with
+    ``review_episode`` naming its episode, and no credit: its episode's
+    rewards are gone), and in the text and vector channels from the next reset.
+
     Example:
         >>> import gymnasium as gym, feedbackgym
         >>> env = AddReview(gym.make("feedbackgym/OpsIncidentEasy-v0"), window=10)
@@ -75,17 +104,22 @@ class AddReview(FeedbackWrapper):
         'Did not succeed; reached 0 of 5 subgoals in steps 0-0. Re-explore from step 0 (harmful).'
         >>> info["feedback"]["review"]["reexplore"][0]["suggestion"]
         'try to triage the db_primary alert: inspect its metrics and logs'
+        >>> info["feedback"]["review_episode"]
+        0
 
     Change logs:
+     * v0.2.0 - ``reviewer=``: any reviewer object or ``"module:Class"``; late reviews land later
      * v0.1.0 - Initially added
     """
 
     kind = "review"
-    counters = ("reviews_given", "episodes_ended")
+    counters = ("reviews_given", "episodes_ended", "reviews_late")
     reviews_given: int
     """Reviews given since the last :meth:`feedback_stats` call."""
     episodes_ended: int
     """Episodes ended since the last :meth:`feedback_stats` call."""
+    reviews_late: int
+    """Reviews not ready when their episode ended, since the last :meth:`feedback_stats` call."""
 
     def __init__(
         self,
@@ -93,17 +127,19 @@ class AddReview(FeedbackWrapper):
         window: int = _DEFAULTS.window,
         channels: tuple[str, ...] | list[str] = _DEFAULTS.channels,
         *,
-        source: str = "local",
+        reviewer: Reviewer | str | None = _DEFAULTS.generator,
+        source: str = _DEFAULTS.source,
         weight: float = 1.0,
         stall_steps: int = _DEFAULTS.stall_steps,
         action_level: bool = _DEFAULTS.action_level,
         max_subgoals: int = 16,
-        deadline_ms: float = 50.0,
+        deadline_ms: float = _DEFAULTS.deadline_ms,
     ) -> None:
         gym.utils.RecordConstructorArgs.__init__(
             self,
             window=window,
             channels=list(channels),
+            reviewer=reviewer,
             source=source,
             weight=weight,
             stall_steps=stall_steps,
@@ -115,6 +151,8 @@ class AddReview(FeedbackWrapper):
             env,
             channels=channels,
             allowed=REVIEW_CHANNELS,
+            generator=None if reviewer is None else lambda: as_reviewer(reviewer),
+            built_in=TrajectoryReviewer,
             source=source,
             deadline_ms=deadline_ms,
             max_subgoals=max_subgoals,
@@ -135,7 +173,13 @@ class AddReview(FeedbackWrapper):
         self._progress: dict[str, bool] | None = None
         self._done: tuple[str, ...] = ()
         self._initial_done: tuple[str, ...] = ()
-        self._vector_summary = self._summarise(None, 1)
+        self._episode = -1
+        self._pending: deque[_Pending] = deque()
+        self._landed: deque[tuple[Review, int]] = deque()
+        """Late reviews that are ready, with their episodes, for the next steps' info."""
+        self._vector_summary = self._summarise(None, (), 1, {})
+        self._next_summary: dict[str, np.ndarray] | None = None
+        """A late review's vector fields, held until the next reset."""
         self.last_review: Review | None = None
 
     # --- runtime setters ------------------------------------------------------------------
@@ -144,8 +188,12 @@ class AddReview(FeedbackWrapper):
         """Changes the review window, stall length and suggestion level (hot reload)."""
         if window < 1:
             raise ValueError(f"window must be at least 1, got {window}")
+        if stall_steps < 1:
+            raise ValueError(f"stall_steps must be at least 1, got {stall_steps}")
         self.window = window
-        self.reviewer = TrajectoryReviewer(stall_steps=stall_steps, action_level=action_level)
+        self.stall_steps = stall_steps
+        self.action_level = action_level
+        self._options = {"stall_steps": stall_steps, "action_level": action_level}
 
     # --- Gymnasium API --------------------------------------------------------------------
 
@@ -157,9 +205,15 @@ class AddReview(FeedbackWrapper):
         self._rng = seeded_rng(seed, 0x7276, self._rng)
         self._steps = []
         self._progress = None
+        self._episode += 1
         self._initial_done = self._done_ids(info)
+        if self._pending:
+            self._collect_landed()
+        if self._next_summary is not None:
+            self._vector_summary, self._next_summary = self._next_summary, None
         fields = feedback_info(info)
         fields["review_weight"] = self.weight
+        fields["review_episode"] = -1
         if "credit" in self.channels:
             fields["credit"] = {}
         if "text" in self.channels and self.last_review is not None:
@@ -168,7 +222,7 @@ class AddReview(FeedbackWrapper):
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         """Steps the env and records the step; reviews the episode when it ends."""
-        expert = self._expert_action() if self.reviewer.action_level else None
+        expert = self._expert_action() if self.action_level else None
         obs, reward, terminated, truncated, info = self.env.step(action)
         # A plain row per step; StepRecords are built only for the reviewed window.
         self._steps.append(
@@ -183,19 +237,25 @@ class AddReview(FeedbackWrapper):
         )
         fields = feedback_info(info)
         fields["review_weight"] = self.weight
-        review = None
+        review, episode, on_time = None, -1, False
+        if self._pending:
+            self._collect_landed()
         if terminated or truncated:
             self.episodes_ended += 1
             assert self._rng is not None
             if self._rng.random() < self.weight:
-                review = self._review(success=bool(info.get("is_success", False)))
+                review = self._review(info)
+                episode, on_time = self._episode, review is not None
+        if review is None and self._landed:
+            review, episode = self._landed.popleft()
         fields["review"] = (
             review.to_dict() if review is not None and "info" in self.channels else {}
         )
+        fields["review_episode"] = episode if review is not None else -1
         if "credit" in self.channels:
             fields["credit"] = (
                 {"start": review.window[0], "values": list(review.credit)}
-                if review is not None
+                if review is not None and on_time
                 else {}
             )
         return self._with_vector(obs), reward, terminated, truncated, info
@@ -214,47 +274,74 @@ class AddReview(FeedbackWrapper):
             self._done = tuple(k for k, v in progress.items() if v)
         return self._done
 
-    def _review(self, *, success: bool) -> Review | None:
-        review, library = self._timed(lambda: self._critique(success))
+    def _review(self, info: dict[str, Any]) -> Review | None:
+        """The ended episode's review if it is ready within the deadline (else it is pending)."""
+        request = self._request(info)
+        positions = {sg.id: i for i, sg in enumerate(request.library)}
+        reached = self._steps[-1].done_ids
+        call = self._call
+        if call.inline:
+            review: Review | None = self._timed(lambda: call(request))
+        else:
+            future = call.submit(request)
+            done, review = self._timed(lambda: call.settle(future, self.deadline_ms / 1000.0))
+            if not done:
+                self.reviews_late += 1
+                if len(self._pending) == MAX_PENDING_REVIEWS:
+                    self._pending.popleft().future.cancel()
+                    call.lost += 1
+                self._pending.append(
+                    _Pending(self._episode, future, reached, len(self._steps), positions)
+                )
+                return None
         if review is not None:
             self.reviews_given += 1
             self.last_review = review
-            positions = {sg.id: i for i, sg in enumerate(library)}
-            self._vector_summary = self._summarise(review, len(self._steps), positions)
+            self._vector_summary = self._summarise(review, reached, len(self._steps), positions)
+            self._next_summary = None  # newer than any late review's
         return review
 
-    def _critique(self, success: bool) -> tuple[Review | None, list[Subgoal]]:
+    def _collect_landed(self) -> None:
+        """Takes the pending reviews that are ready: into the next observation, and the info."""
+        for pending in [p for p in self._pending if p.future.done()]:
+            self._pending.remove(pending)
+            review: Review | None = self._call.collect(pending.future)
+            if review is not None:
+                self.reviews_given += 1
+                self.last_review = review
+                self._next_summary = self._summarise(
+                    review, pending.reached, pending.length, pending.positions
+                )
+                self._landed.append((review, pending.episode))
+
+    def _request(self, info: dict[str, Any]) -> ReviewRequest:
         first = max(0, len(self._steps) - self.window)
-        window = [
+        window = tuple(
             StepRecord(step, *row) for step, row in enumerate(self._steps[first:], start=first)
-        ]
+        )
         initial_done = self._steps[first - 1].done_ids if first > 0 else self._initial_done
-        library = subgoal_library(self.env)
-        review: Review | None
-        if self._source is None:
-            review = self.reviewer.review(
-                window, library, success=success, initial_done=initial_done
-            )
-        else:
-            review = self._source.review(
-                window,
-                library,
-                success=success,
-                initial_done=initial_done,
-                options={
-                    "stall_steps": self.reviewer.stall_steps,
-                    "action_level": self.reviewer.action_level,
-                },
-            )
-        return review, library
+        return ReviewRequest(
+            window,
+            tuple(subgoal_library(self.env)),
+            bool(info.get(IS_SUCCESS, False)),
+            initial_done,
+            str(info.get(OUTCOME, "")),
+            self._episode,
+            self._task,
+            self._options,
+        )
 
     def _summarise(
-        self, review: Review | None, length: int, positions: dict[str, int] | None = None
+        self,
+        review: Review | None,
+        reached_ids: tuple[str, ...],
+        length: int,
+        positions: dict[str, int],
     ) -> dict[str, np.ndarray]:
         reached = np.zeros(self.max_subgoals, np.int8)
         flag = np.zeros(1, np.float32)
-        if review is not None and positions is not None:
-            for subgoal_id in self._steps[-1].done_ids:
+        if review is not None:
+            for subgoal_id in reached_ids:
                 if positions.get(subgoal_id, self.max_subgoals) < self.max_subgoals:
                     reached[positions[subgoal_id]] = 1
             if review.reexplore:
@@ -268,3 +355,11 @@ class AddReview(FeedbackWrapper):
         if "vector" not in self.channels:
             return obs
         return add_vector_fields(obs, self._vector_summary)
+
+    def close(self) -> None:
+        """Closes the env; reviews still pending are dropped."""
+        for pending in self._pending:
+            pending.future.cancel()
+        self._pending.clear()
+        self._landed.clear()
+        super().close()

@@ -23,6 +23,12 @@ from feedbackgym.wrappers.shaping import ShapeWithSubgoals
 __all__ = ["make", "resolve_feedback"]
 
 
+def _generator_as(fields: dict[str, Any], name: str) -> dict[str, Any]:
+    """A section's fields with ``generator`` renamed to the wrapper's ``name`` argument."""
+    generator = fields.pop("generator")
+    return {**fields, name: generator}
+
+
 def resolve_feedback(feedback: FeedbackConfig | str | Path | None) -> FeedbackConfig:
     """The config ``feedback`` names: a config, an arm's preset, a file, or the defaults.
 
@@ -87,8 +93,8 @@ def make(
     env = gym.make(env_id, **env_kwargs) if isinstance(env_id, str) else env_id
     # Each section's fields are its wrapper's keyword arguments, by design.
     env = ShapeWithSubgoals(env, **config.shaping.model_dump())
-    env = AddGuide(env, **config.guide.model_dump())
-    env = AddReview(env, **config.review.model_dump())
+    env = AddGuide(env, **_generator_as(config.guide.model_dump(), "guide"))
+    env = AddReview(env, **_generator_as(config.review.model_dump(), "reviewer"))
     followed = isinstance(feedback, (str, Path)) and feedback not in ARM_PRESETS
     env = FadeGuideToReview(
         env, config=str(feedback) if followed else config.model_dump(mode="json")

@@ -11,13 +11,13 @@ import pytest
 
 import feedbackgym  # noqa: F401
 from feedbackgym.core import StepRecord, Subgoal
-from feedbackgym.feedback import SubgoalGuide, TrajectoryReviewer
+from feedbackgym.feedback import GuideRequest, ReviewRequest, SubgoalGuide, TrajectoryReviewer
 from feedbackgym.wrappers import AddGuide, AddReview
 
 pytest.importorskip("zmq")
 from feedbackgym.feedback.remote import RemoteFeedbackSource  # noqa: E402
 
-LIB = [Subgoal("a", "reach A", bool), Subgoal("b", "reach B", bool, ("a",))]
+LIB = (Subgoal("a", "reach A", bool), Subgoal("b", "reach B", bool, ("a",)))
 
 
 def _free_address():
@@ -46,7 +46,7 @@ def service(request):
     )
     client = RemoteFeedbackSource(address, deadline_ms=delay + 2000)
     for _ in range(50):  # wait until it answers
-        if client.hint(LIB, {}, 0, 1) is not None:
+        if client.hint(GuideRequest(LIB, {}, 0)) is not None:
             break
         time.sleep(0.1)
     client.close()
@@ -57,13 +57,13 @@ def service(request):
 
 def test_service_answers_like_the_local_generators(service):
     client = RemoteFeedbackSource(service, deadline_ms=1000)
-    progress = {"a": True, "b": False}
-    assert client.hint(LIB, progress, 3, 2) == SubgoalGuide(2).hint(LIB, progress, 3)
-    records = [StepRecord(0, 1, 0.0, ("a",)), StepRecord(1, 2, 0.0, ("a",), harmful=True)]
-    local = TrajectoryReviewer().review(records, LIB, success=False)
-    remote = client.review(records, LIB, success=False, initial_done=(), options={})
-    assert remote == local
-    assert client.misses == 0 and client.calls == 2
+    request = GuideRequest(LIB, {"a": True, "b": False}, 3, options={"lookahead": 1})
+    assert client.hint(request) == SubgoalGuide().hint(request)
+    assert len(client.hint(request).subgoal_ids) == 1
+    records = (StepRecord(0, 1, 0.0, ("a",)), StepRecord(1, 2, 0.0, ("a",), harmful=True))
+    review_request = ReviewRequest(records, LIB, success=False)
+    assert client.review(review_request) == TrajectoryReviewer().review(review_request)
+    assert client.misses == 0 and client.calls == 3
     client.close()
     client.close()
 
