@@ -75,6 +75,8 @@ class ComparisonConfig:
         device: ``"auto"`` (CUDA when present), ``"cuda"`` or ``"cpu"``.
         env_workers: The torch trainer's env worker processes per run (see
             :class:`~feedbackgym.baselines.run.RunConfig`).
+        overlap_update: The torch trainer's update in a worker process, overlapping
+            the next round's collection (see :class:`~feedbackgym.baselines.run.RunConfig`).
     """
 
     env_id: str
@@ -99,6 +101,7 @@ class ComparisonConfig:
     trainer: str = DEFAULT_TRAINER
     device: str = "auto"
     env_workers: int = 0
+    overlap_update: bool = False
 
     def __post_init__(self) -> None:
         unknown = [a for a in self.arms if a not in ARMS]
@@ -161,6 +164,7 @@ class ComparisonConfig:
                 trainer=self.trainer,
                 device=self.device,
                 env_workers=self.env_workers,
+                overlap_update=self.overlap_update,
             )
             for arm in self.arms
             for seed in range(self.seeds)

@@ -29,37 +29,46 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 import numpy as np
 
+from feedbackgym.baselines.agent import (
+    Agent,
+    FusedPolicy,
+    UpdateSettings,
+    make_optimizer,
+    ppo_update,
+)
 from feedbackgym.baselines.arms import ArmFeedback, rounds_for
 from feedbackgym.baselines.device import resolve_device
 from feedbackgym.baselines.env_workers import EnvWorkers, StepBatch
-from feedbackgym.baselines.flat import TEXT_VOCAB, Credit, trainer_env
+from feedbackgym.baselines.flat import Credit, trainer_env
 from feedbackgym.baselines.system import SystemMonitor
+from feedbackgym.baselines.update_worker import UpdateWorker
 from feedbackgym.config import FeedbackConfig
 from feedbackgym.errors import DependencyNotInstalled
 
 try:
     import torch
-    from torch import nn
-    from torch.distributions import Categorical
 except ImportError as error:
     raise DependencyNotInstalled.for_extra("torch", "baselines") from error
 
 __all__ = [
     "Agent",
+    "FusedPolicy",
     "Learner",
     "PPOConfig",
+    "RoundResult",
     "Rollout",
     "make_vector_env",
     "resolve_device",
     "round_trend",
     "train",
+    "train_rounds",
 ]
 
 
@@ -87,6 +96,10 @@ class PPOConfig(ArmFeedback):
         update_threads: Torch threads for the update on the CPU (the envs wait
             meanwhile; inference between env steps keeps one). More threads than
             free cores (runs side by side) slow every run down many times over.
+        overlap_update: Train each round in an update worker process while the
+            next round is collected with the weights before that update (one
+            update stale; the controller hears a round's loss one round later).
+            See :mod:`~.update_worker`.
         clip_coef: PPO's clip.
         ent_coef: Entropy bonus.
         vf_coef: Value-loss weight.
@@ -120,6 +133,7 @@ class PPOConfig(ArmFeedback):
     num_minibatches: int = 4
     update_epochs: int = 4
     update_threads: int = 2
+    overlap_update: bool = False
     clip_coef: float = 0.2
     ent_coef: float = 0.01
     vf_coef: float = 0.5
@@ -139,121 +153,17 @@ class PPOConfig(ArmFeedback):
         """Training rounds (iterations)."""
         return rounds_for(self.total_timesteps, self.num_envs, self.num_steps)
 
-
-def _mlp(width: int, hidden: int, out: int, gain: float) -> nn.Sequential:
-    layers = [nn.Linear(width, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh()]
-    head = nn.Linear(hidden, out)
-    for layer in (*layers[::2], head):
-        assert isinstance(layer, nn.Linear)
-        nn.init.orthogonal_(layer.weight, np.sqrt(2) if layer is not head else gain)
-        nn.init.zeros_(layer.bias)
-    return nn.Sequential(*layers, head)
-
-
-class Agent(nn.Module):
-    """Actor and critic MLPs over a flat observation (its last ``text_length`` columns: text).
-
-    Args:
-        obs_size: Width of the flat observation.
-        n_actions: Number of discrete actions.
-        hidden: Hidden layer width.
-        text_length: Trailing columns that hold the text's byte codes (0: none).
-    """
-
-    def __init__(self, obs_size: int, n_actions: int, hidden: int, text_length: int = 0) -> None:
-        super().__init__()
-        self.text_length = text_length
-        self.shape = {
-            "obs_size": obs_size,
-            "n_actions": n_actions,
-            "hidden": hidden,
-            "text_length": text_length,
-        }
-        """The arguments that rebuild this agent (kept in checkpoints)."""
-        width = obs_size - text_length
-        if text_length:
-            self.embedding = nn.Embedding(TEXT_VOCAB, 32)
-            width += 32
-        self.actor = _mlp(width, hidden, n_actions, gain=0.01)
-        self.critic = _mlp(width, hidden, 1, gain=1.0)
-
-    def features(self, obs: torch.Tensor) -> torch.Tensor:
-        """The numeric part, and the text's mean byte embedding when there is text."""
-        if not self.text_length:
-            return obs
-        numeric, codes = obs[:, : -self.text_length], obs[:, -self.text_length :].long()
-        mask = (codes > 0).float().unsqueeze(-1)
-        pooled = (self.embedding(codes) * mask).sum(1) / mask.sum(1).clamp(min=1.0)
-        return torch.cat([numeric, pooled], dim=1)
-
-    def value(self, obs: torch.Tensor) -> torch.Tensor:
-        """The critic's value."""
-        return self.critic(self.features(obs)).squeeze(-1)
-
-    def act(
-        self, obs: torch.Tensor, action: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Samples (or scores) an action: action, log-prob, entropy, value."""
-        features = self.features(obs)
-        distribution = Categorical(logits=self.actor(features), validate_args=False)
-        if action is None:
-            action = distribution.sample()
-        return (
-            action,
-            distribution.log_prob(action),
-            distribution.entropy(),
-            self.critic(features).squeeze(-1),
+    @property
+    def update_settings(self) -> UpdateSettings:
+        """What :func:`~.agent.ppo_update` needs of these settings."""
+        return UpdateSettings(
+            update_epochs=self.update_epochs,
+            num_minibatches=self.num_minibatches,
+            clip_coef=self.clip_coef,
+            ent_coef=self.ent_coef,
+            vf_coef=self.vf_coef,
+            max_grad_norm=self.max_grad_norm,
         )
-
-
-class FusedPolicy:
-    """An agent's actor and critic as one network, for the rollout: one matmul a layer.
-
-    The two MLPs' layers are joined (the first side by side, the others block-
-    diagonally), so a step's inference is three ``addmm`` calls instead of six
-    module calls; actions are drawn by inverse CDF. Built from the weights as
-    they are; build a new one after an update.
-
-    Args:
-        agent: The agent.
-
-    Example:
-        >>> agent = Agent(obs_size=4, n_actions=3, hidden=8)
-        >>> action, logprob, value = FusedPolicy(agent)(torch.zeros(2, 4))
-        >>> torch.allclose(value, agent.value(torch.zeros(2, 4)))
-        True
-    """
-
-    def __init__(self, agent: Agent) -> None:
-        self.features = agent.features
-        actor, critic = (
-            [layer for layer in mlp if isinstance(layer, nn.Linear)]
-            for mlp in (agent.actor, agent.critic)
-        )
-        with torch.no_grad():
-            first = torch.cat([actor[0].weight, critic[0].weight])
-            joined = [first] + [
-                torch.block_diag(a.weight, c.weight)
-                for a, c in zip(actor[1:], critic[1:], strict=True)
-            ]
-            self.layers = [
-                (weight.T.contiguous(), torch.cat([a.bias, c.bias]))
-                for weight, a, c in zip(joined, actor, critic, strict=True)
-            ]
-
-    def __call__(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Samples an action for each row: action, log-prob, value."""
-        with torch.inference_mode():
-            out = self.features(obs)
-            for k, (weight, bias) in enumerate(self.layers):
-                out = torch.addmm(bias, out, weight)
-                if k < len(self.layers) - 1:
-                    out = torch.tanh(out)
-            log_probs = torch.log_softmax(out[:, :-1], dim=-1)
-            draw = torch.rand(len(obs), 1, device=obs.device)
-            below = log_probs.exp().cumsum(dim=1) < draw
-            action = below.sum(dim=1).clamp_(max=log_probs.shape[1] - 1)
-            return action, log_probs.gather(1, action[:, None])[:, 0], out[:, -1]
 
 
 def make_vector_env(
@@ -333,9 +243,12 @@ class Learner:
         text_length = config.text_length if config.use_text else 0
         n_actions = int(envs.single_action_space.n)
         self.agent = Agent(obs_size, n_actions, config.hidden, text_length).to(device)
-        self.optimizer = torch.optim.Adam(  # fused: one kernel for every tensor (~17% of a step)
-            self.agent.parameters(), lr=config.learning_rate, eps=1e-5, fused=True
-        )
+        self.optimizer = make_optimizer(self.agent, config.learning_rate)
+        self.learning_rate = config.learning_rate
+        self._losses: dict[str, float] = {}
+        self.updater: UpdateWorker | None = None
+        """With ``overlap_update``, where the update runs from the first on: from then on it
+        owns the trained weights and the optimizer (``optimizer`` is left behind)."""
         self.buffer = Rollout(config.num_steps, config.num_envs, obs_size)
         self.next_obs: np.ndarray | None = None
         self._returns = np.zeros(config.num_envs)
@@ -436,56 +349,71 @@ class Learner:
             advantages[t] = last
         return advantages, advantages + buffer.values
 
+    def start_update(self, learning_rate: float | None = None) -> None:
+        """Starts PPO's update on the round in the buffer (in the update worker, if any).
+
+        The advantages are worked out here, with the weights that played the
+        round; with an update worker the buffer is free again on return.
+        """
+        if learning_rate is not None:
+            self.learning_rate = learning_rate
+        buffer = self.buffer
+        advantages, returns = self.advantages()
+        batch = {
+            key: array.reshape(-1, *array.shape[2:])  # (steps, envs, ...) -> (samples, ...)
+            for key, array in (
+                ("obs", buffer.obs),
+                ("actions", buffer.actions),
+                ("logprobs", buffer.logprobs),
+                ("advantages", advantages),
+                ("returns", returns),
+            )
+        }
+        if self.config.overlap_update:
+            if self.updater is None:  # it takes over the weights and the optimizer as they are
+                self.updater = UpdateWorker(
+                    self.agent,
+                    self.config.update_settings,
+                    threads=self.config.update_threads,
+                    optimizer=self.optimizer,
+                )
+            self.updater.start(batch, self.learning_rate)
+        else:
+            self._losses = self._update_here(batch)
+
+    def finish_update(self) -> dict[str, float]:
+        """Waits for the update :meth:`start_update` began; returns its mean losses.
+
+        With an update worker the acting weights become the worker's new ones.
+        """
+        if self.updater is None:
+            return self._losses
+        losses, weights = self.updater.result()
+        self.agent.load_state_dict(weights)
+        return losses
+
     def update(self, learning_rate: float | None = None) -> dict[str, float]:
         """PPO's clipped update on the round in the buffer; returns the mean losses."""
-        config, buffer = self.config, self.buffer
-        if learning_rate is not None:
-            self.optimizer.param_groups[0]["lr"] = learning_rate
+        self.start_update(learning_rate)
+        return self.finish_update()
+
+    def _update_here(self, batch: dict[str, np.ndarray]) -> dict[str, float]:
+        config = self.config
+        self.optimizer.param_groups[0]["lr"] = self.learning_rate
+        tensors = {key: torch.as_tensor(array, device=self.device) for key, array in batch.items()}
         if self.device.type != "cpu":
-            return self._update(config, buffer)
+            return ppo_update(self.agent, self.optimizer, tensors, config.update_settings)
         threads = torch.get_num_threads()
         torch.set_num_threads(max(1, min(config.update_threads, os.cpu_count() or 1)))
         try:
-            return self._update(config, buffer)
+            return ppo_update(self.agent, self.optimizer, tensors, config.update_settings)
         finally:
             torch.set_num_threads(threads)
 
-    def _update(self, config: PPOConfig, buffer: Rollout) -> dict[str, float]:
-        def on_device(array: np.ndarray) -> torch.Tensor:  # (steps, envs, ...) -> (samples, ...)
-            return torch.as_tensor(array.reshape(-1, *array.shape[2:]), device=self.device)
-
-        advantages, returns = (on_device(x) for x in self.advantages())
-        obs, actions, logprobs = (
-            on_device(x) for x in (buffer.obs, buffer.actions, buffer.logprobs)
-        )
-        size = len(actions)
-        minibatch = max(2, size // config.num_minibatches)
-        totals = torch.zeros(4, device=self.device)
-        count = 0
-        for _ in range(config.update_epochs):
-            order = torch.randperm(size, device=self.device)
-            for start in range(0, size, minibatch):
-                index = order[start : start + minibatch]
-                _, logprob, entropy, value = self.agent.act(obs[index], actions[index])
-                ratio = (logprob - logprobs[index]).exp()
-                adv = advantages[index]
-                adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-                clipped = ratio.clamp(1 - config.clip_coef, 1 + config.clip_coef)
-                policy_loss = torch.max(-adv * ratio, -adv * clipped).mean()
-                value_loss = 0.5 * (value - returns[index]).pow(2).mean()
-                entropy_mean = entropy.mean()
-                loss = policy_loss - config.ent_coef * entropy_mean + config.vf_coef * value_loss
-                self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                nn.utils.clip_grad_norm_(self.agent.parameters(), config.max_grad_norm)
-                self.optimizer.step()
-                totals += torch.stack([loss, policy_loss, value_loss, entropy_mean]).detach()
-                count += 1
-        means = (totals / max(1, count)).tolist()
-        return dict(zip(("loss", "policy_loss", "value_loss", "entropy"), means, strict=True))
-
     def state_dict(self) -> dict[str, Any]:
         """The agent (with what rebuilds it) and the optimizer: a checkpoint."""
+        if self.updater is not None:
+            return {**self.updater.state_dict(), "shape": self.agent.shape}
         return {
             "agent": self.agent.state_dict(),
             "shape": self.agent.shape,
@@ -495,12 +423,92 @@ class Learner:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restores :meth:`state_dict` output."""
         self.agent.load_state_dict(state["agent"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        if self.updater is not None:
+            self.updater.load_state_dict(state)
+        else:
+            self.optimizer.load_state_dict(state["optimizer"])
+
+    def close(self) -> None:
+        """Stops the update worker, if any."""
+        if self.updater is not None:
+            self.updater.close()
 
 
-def round_trend(losses: dict[str, float], collected: dict[str, float]) -> dict[str, float]:
-    """What a round reports to the controller: its loss, its episodes' mean return and success."""
-    return {"loss": losses["loss"], **{k: v for k, v in collected.items() if k != "episodes"}}
+def round_trend(losses: dict[str, float] | None, collected: dict[str, float]) -> dict[str, float]:
+    """What a round reports to the controller: its loss, its episodes' mean return and success.
+
+    ``losses`` is ``None`` when no update has finished yet (an overlapped first round).
+    """
+    trend = {k: v for k, v in collected.items() if k != "episodes"}
+    return trend if losses is None else {"loss": losses["loss"], **trend}
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    """A round of :func:`train_rounds`, trained on.
+
+    Attributes:
+        index: The round.
+        learning_rate: Its learning rate.
+        collected: What :meth:`Learner.collect` returned for it.
+        losses: Its update's mean losses.
+        trend: What it reported to the controller (the last round: would report).
+        seen: What ``seen()`` returned right after the round was collected.
+    """
+
+    index: int
+    learning_rate: float
+    collected: dict[str, float]
+    losses: dict[str, float]
+    trend: dict[str, float]
+    seen: Any
+
+
+def train_rounds(
+    learner: Learner,
+    controller: Any,
+    first_round: int,
+    seen: Callable[[], Any] = lambda: None,
+) -> Iterator[RoundResult]:
+    """Collects and trains rounds ``first_round`` to the last; yields each once trained on.
+
+    The controller must be on ``first_round`` already; each next round's state
+    is set from the round's trend before that round is collected. Without an
+    update worker a round is collected after the consumer has handled the one
+    before (``collect, update, report, yield``); with one, round ``r + 1`` is
+    collected while round ``r`` trains, from the trend of round ``r``'s
+    collection and round ``r - 1``'s loss.
+
+    Args:
+        learner: The learner (reset).
+        controller: The run's :class:`~feedbackgym.control.FeedbackController`.
+        first_round: The round to start at.
+        seen: Called right after each round's collection; its value is the
+            round's :attr:`RoundResult.seen` (e.g. the envs' feedback counts).
+    """
+    config = learner.config
+    overlap = config.overlap_update
+    collected, observed = learner.collect(), seen()
+    losses_before: dict[str, float] | None = None
+    for round_ in range(first_round, config.rounds):
+        last = round_ + 1 >= config.rounds
+        learning_rate = learning_rate_at(config, round_)
+        learner.start_update(learning_rate)
+        if overlap and not last:
+            trend = round_trend(losses_before, collected)
+            controller.update(round_ + 1, **trend)
+            following = learner.collect(), seen()
+        losses = learner.finish_update()
+        if not overlap or last:
+            trend = round_trend(losses, collected)
+            if not last:
+                controller.update(round_ + 1, **trend)
+        yield RoundResult(round_, learning_rate, collected, losses, trend, observed)
+        if last:
+            return
+        if not overlap:
+            following = learner.collect(), seen()
+        (collected, observed), losses_before = following, losses
 
 
 def learning_rate_at(config: PPOConfig, round_: int) -> float:
@@ -533,30 +541,29 @@ def train(
     envs = make_vector_env(config, controller.config, record=record)
     history: list[dict[str, float]] = []
     system = SystemMonitor()
-    trend: dict[str, float] = {}
+    learner = None
     try:
         learner = Learner(config, envs, controller.config.shaping.gamma, device)
         if config.bc_episodes:
             clone_into(learner.agent, config, controller.config, device)
         controller.attach(envs)
         learner.reset(config.seed)
-        for round_ in range(config.rounds):
-            state = controller.update(round_, **trend)
-            collected = learner.collect()
-            losses = learner.update(learning_rate_at(config, round_))
-            trend = round_trend(losses, collected)
+        controller.update(0)
+        for done in train_rounds(learner, controller, 0, seen=lambda: controller.state):
             metrics = {
-                **losses,
-                "mean_return": collected.get("mean_return", float("nan")),
-                "episodes": collected["episodes"],
-                "guide_weight": state.guide_weight,
-                "review_weight": state.review_weight,
-                **system.sample(steps=(round_ + 1) * config.num_envs * config.num_steps),
+                **done.losses,
+                "mean_return": done.collected.get("mean_return", float("nan")),
+                "episodes": done.collected["episodes"],
+                "guide_weight": done.seen.guide_weight,
+                "review_weight": done.seen.review_weight,
+                **system.sample(steps=(done.index + 1) * config.num_envs * config.num_steps),
             }
             history.append(metrics)
             if on_round is not None:
-                on_round(round_, metrics)
+                on_round(done.index, metrics)
     finally:
+        if learner is not None:
+            learner.close()
         envs.close()
     return learner.agent, history
 

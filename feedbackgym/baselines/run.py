@@ -75,6 +75,9 @@ class RunConfig(ArmFeedback):
         env_workers: The torch trainer's worker processes that step the envs while
             the learner acts (:class:`~feedbackgym.baselines.env_workers.EnvWorkers`;
             0: in the learner's process; ``subprocess`` alone means 2).
+        overlap_update: The torch trainer trains each round in an update worker
+            process while the next round is collected with the weights before that
+            update (:class:`~feedbackgym.baselines.update_worker.UpdateWorker`).
         record: Record every training episode in ``out_dir/trajectories`` (a
             :class:`~feedbackgym.datasets.TrajectoryStore`; the episodes of round
             ``r`` are under ``/{env_id}/{r}``). Needs the ``hdf5`` extra.
@@ -107,6 +110,7 @@ class RunConfig(ArmFeedback):
     trainer: str = DEFAULT_TRAINER
     device: str = "auto"
     env_workers: int = 0
+    overlap_update: bool = False
     record: bool = False
     keep_checkpoints: int = 5
 
@@ -116,6 +120,8 @@ class RunConfig(ArmFeedback):
             raise ValueError(f"env_workers must be >= 0, got {self.env_workers}")
         if self.trainer not in TRAINERS:
             raise ValueError(f"trainer must be one of {', '.join(TRAINERS)}, got {self.trainer!r}")
+        if self.overlap_update and self.trainer != "torch":
+            raise ValueError("overlap_update is the torch trainer's (trainer='torch')")
         self.arm_config(self.feedback)  # checks the arm and the overrides before the run starts
 
     @property

@@ -22,10 +22,10 @@ from feedbackgym.baselines.ppo import (
     Agent,
     Learner,
     PPOConfig,
+    RoundResult,
     clone_into,
-    learning_rate_at,
     make_vector_env,
-    round_trend,
+    train_rounds,
 )
 from feedbackgym.baselines.rounds import RoundBook
 from feedbackgym.baselines.run import RunConfig, close_run, open_store, prepare_run_dir
@@ -64,6 +64,7 @@ def ppo_config(config: RunConfig) -> PPOConfig:
         num_envs=config.n_envs,
         num_steps=config.n_steps,
         workers=config.env_workers or (2 if config.subprocess else 0),
+        overlap_update=config.overlap_update,
         learning_rate=config.learning_rate,
         anneal_lr=config.anneal_lr,
         num_minibatches=max(1, config.n_envs * config.n_steps // SB3_BATCH),
@@ -105,7 +106,7 @@ def train_torch_run(
     torch.manual_seed(config.seed + first_round)  # a resumed run does not redraw round 0's
     controller = config.controller()
     store = open_store(config)
-    envs = eval_env = writer = None
+    envs = eval_env = writer = learner = None
     try:
         envs = make_vector_env(ppo, controller.config, record=store)
         learner = Learner(ppo, envs, controller.config.shaping.gamma, device)
@@ -128,7 +129,7 @@ def train_torch_run(
         )
         _train_rounds(config, ppo, learner, controller, book, writer, first_round, device)
     finally:
-        closed = close_run(config, controller, [envs, eval_env, writer], store)
+        closed = close_run(config, controller, [learner, envs, eval_env, writer], store)
     return closed
 
 
@@ -164,53 +165,52 @@ def _train_rounds(
             action, *_ = agent.act(torch.as_tensor(obs, device=device).unsqueeze(0))
         return int(action.item())
 
-    for round_ in range(first_round, config.rounds):
-        collected = learner.collect()
-        learning_rate = learning_rate_at(ppo, round_)
-        losses = learner.update(learning_rate)
-        timesteps = (round_ + 1) * steps_per_round
-        trend = round_trend(losses, collected)
+    for done in train_rounds(learner, controller, first_round, seen=lambda: _rollout(learner)):
+        timesteps = (done.index + 1) * steps_per_round
 
         def log(tag: str, value: float, step: int = timesteps) -> None:
             writer.add_scalar(tag, value, step)
 
-        _log_round(learner, controller, losses, learning_rate, log)
+        _log_round(done, controller, log)
         for key, value in system.sample(timesteps).items():
             log(f"system/{key}", value)
-        last = round_ + 1 >= config.rounds
-        if not last:  # the next round starts: its feedback, from this round's trend
-            controller.update(round_ + 1, **trend)
+        last = done.index + 1 >= config.rounds
         book.finish(
-            round_,
+            done.index,
             timesteps=timesteps,
             save=lambda path: torch.save(learner.state_dict(), path),
             policy=policy,
-            pending_report=trend if last else None,
+            pending_report=done.trend if last else None,
             log=log,
         )
 
 
-def _log_round(
-    learner: Learner,
-    controller: Any,
-    losses: dict[str, float],
-    learning_rate: float,
-    log: Callable[[str, float], None],
-) -> None:
-    """The round's ``rollout/``, ``train/`` and ``feedback/`` scalars (SB3's names)."""
+def _rollout(learner: Learner) -> dict[str, Any]:
+    """What a round's logs need of its collection, taken before the next one starts."""
     returns = learner.episode_returns
+    return {
+        "returns": list(returns),
+        "successes": list(learner.episode_successes),
+        "credit_applied": learner.buffer.credit_applied,
+        "feedback_stats": call_envs(learner.envs, "feedback_stats"),
+    }
+
+
+def _log_round(done: RoundResult, controller: Any, log: Callable[[str, float], None]) -> None:
+    """The round's ``rollout/``, ``train/`` and ``feedback/`` scalars (SB3's names)."""
+    rollout, losses = done.seen, done.losses
+    returns = rollout["returns"]
     if returns:
         log("rollout/ep_rew_mean", float(np.mean(returns)))
-        log("rollout/success_rate", float(np.mean(learner.episode_successes)))
+        log("rollout/success_rate", float(np.mean(rollout["successes"])))
     log("train/loss", losses["loss"])
     log("train/policy_gradient_loss", losses["policy_loss"])
     log("train/value_loss", losses["value_loss"])
     log("train/entropy_loss", -losses["entropy"])
-    log("train/learning_rate", learning_rate)
-    log("train/credit_applied", float(learner.buffer.credit_applied))
-    stats = call_envs(learner.envs, "feedback_stats")
+    log("train/learning_rate", done.learning_rate)
+    log("train/credit_applied", float(rollout["credit_applied"]))
     mean_return = float(np.mean(returns)) if returns else None
-    for key, value in feedback_metrics(controller, stats, mean_return).items():
+    for key, value in feedback_metrics(controller, rollout["feedback_stats"], mean_return).items():
         log(f"feedback/{key}", value)
 
 

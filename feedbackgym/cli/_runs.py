@@ -35,6 +35,12 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         help="torch trainer: worker processes that step the envs while the learner acts "
         "(default 0: in the learner's process; 1 is fastest on 2 cores for one run)",
     )
+    parser.add_argument(
+        "--overlap-update",
+        action="store_true",
+        help="torch trainer: train each round in a worker process while the next is "
+        "collected with the weights before that update (one update stale)",
+    )
     parser.add_argument("--bc-episodes", type=int, default=0, help="behaviour-cloning warm-up")
     parser.add_argument("--kwarg", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument(

@@ -87,6 +87,7 @@ def _comparison_config(args: argparse.Namespace) -> ComparisonConfig:
         trainer=args.trainer,
         device=args.device,
         env_workers=args.env_workers,
+        overlap_update=args.overlap_update,
         **settings,
         **({} if args.keep_checkpoints is None else {"keep_checkpoints": args.keep_checkpoints}),
     )

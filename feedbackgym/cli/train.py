@@ -62,6 +62,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         trainer=args.trainer,
         device=args.device,
         env_workers=args.env_workers,
+        overlap_update=args.overlap_update,
         **({} if args.keep_checkpoints is None else {"keep_checkpoints": args.keep_checkpoints}),
     )
     state = train_run(config, resume=args.resume)
