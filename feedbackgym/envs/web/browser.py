@@ -15,7 +15,8 @@ the next use. A forked child never touches its parent's browser: it starts its
 own.
 
 Chromium is Debian's, from ``FEEDBACKGYM_CHROMIUM`` (default
-``/usr/bin/chromium``), launched with :data:`LAUNCH_FLAGS`. Each browser
+``/usr/bin/chromium``; see :mod:`feedbackgym.envs.web.executable`), launched
+with :data:`LAUNCH_FLAGS`. Each browser
 process carries ``FEEDBACKGYM_BROWSER_OWNER=<pid of the env process>`` in its
 environment, so leaks can be traced to the process that launched them, and
 its own temporary directory (``TMPDIR``), removed when it closes or is found
@@ -37,6 +38,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from feedbackgym._process import pid_alive
+from feedbackgym.envs.web.executable import CHROMIUM_ENV, DEFAULT_CHROMIUM, configured_chromium
 from feedbackgym.errors import DependencyNotInstalled, FeedbackGymError
 
 try:
@@ -62,10 +64,6 @@ __all__ = [
 
 T = TypeVar("T")
 
-CHROMIUM_ENV = "FEEDBACKGYM_CHROMIUM"
-"""Environment variable naming the Chromium executable."""
-DEFAULT_CHROMIUM = "/usr/bin/chromium"
-"""Debian's Chromium, used when :data:`CHROMIUM_ENV` is unset."""
 OWNER_ENV = "FEEDBACKGYM_BROWSER_OWNER"
 """Set in every browser process's environment to the pid of the env process."""
 LAUNCH_FLAGS: tuple[str, ...] = (
@@ -97,7 +95,7 @@ def chromium_path() -> str:
     Raises:
         BrowserError: The executable does not exist.
     """
-    path = os.environ.get(CHROMIUM_ENV, DEFAULT_CHROMIUM)
+    path = configured_chromium()
     if not Path(path).is_file():
         raise BrowserError(
             f"Chromium not found at {path!r}; install Debian's `chromium` "
