@@ -81,8 +81,7 @@ def _serve(connection: Any, shape: dict[str, int], settings: UpdateSettings, thr
             if command == "update":
                 learning_rate, data = payload
                 optimizer.param_groups[0]["lr"] = learning_rate
-                batch = {key: torch.as_tensor(array) for key, array in _loads(data).items()}
-                losses = ppo_update(agent, optimizer, batch, settings)
+                losses = ppo_update(agent, optimizer, _loads(data), settings)
                 reply: Any = (losses, _dumps(agent.state_dict()))
             elif command == "state":
                 reply = _dumps({"agent": agent.state_dict(), "optimizer": optimizer.state_dict()})
@@ -142,7 +141,8 @@ class UpdateWorker:
         """
         if self._busy:
             raise UpdateWorkerError("an update is in progress: take its result() first")
-        self._send("update", (learning_rate, _dumps(batch)))
+        tensors = {key: torch.from_numpy(np.ascontiguousarray(a)) for key, a in batch.items()}
+        self._send("update", (learning_rate, _dumps(tensors)))
         self._busy = True
 
     def result(self) -> tuple[dict[str, float], dict[str, torch.Tensor]]:
