@@ -41,10 +41,12 @@ __all__ = [
     "ARM_PRESETS",
     "ARM_SPEAKERS",
     "DEFAULT_DEADLINE_MS",
+    "EXPLORE_ARM",
     "SHAPING_SUFFIX",
     "AdaptiveConfig",
     "AlertConfig",
     "ConfigWatcher",
+    "ExploreConfig",
     "FeedbackConfig",
     "GuideConfig",
     "RelianceConfig",
@@ -89,20 +91,35 @@ def _arm_name(speakers: str, shaped: bool) -> str:
     return "shaping" if speakers == "sparse" else speakers + SHAPING_SUFFIX
 
 
+EXPLORE_ARM = "explore"
+"""The arm without feedback that has the count-based exploration bonus on (its
+``explore`` section; see :class:`ExploreConfig`), and ``explore+shaping`` with shaping:
+both speak as ``sparse``. Every other arm has the bonus off."""
+
 _ARMS: dict[str, tuple[str, bool]] = {
-    _arm_name(speakers, shaped): (speakers, shaped)
-    for speakers in ARM_SPEAKERS
-    for shaped in (False, True)
+    **{
+        _arm_name(speakers, shaped): (speakers, shaped)
+        for speakers in ARM_SPEAKERS
+        for shaped in (False, True)
+    },
+    EXPLORE_ARM: ("sparse", False),
+    EXPLORE_ARM + SHAPING_SUFFIX: ("sparse", True),
 }
 
 ARM_PRESETS: dict[str, dict[str, Any]] = {
-    name: {} if shaped else {"shaping": {"scale": 0.0}} for name, (_, shaped) in _ARMS.items()
+    name: {
+        **({} if shaped else {"shaping": {"scale": 0.0}}),
+        "explore": {} if name.removesuffix(SHAPING_SUFFIX) == EXPLORE_ARM else None,
+    }
+    for name, (_, shaped) in _ARMS.items()
 }
 """What each comparison arm sets on top of a base config: every arm of
 :data:`ARM_SPEAKERS` with shaping off (scale 0) and with shaping on (the base
-config's shaping: scale 1 by default). The schedule decides who speaks; every arm
-has the guide and review in the vector and info channels (:data:`ARM_CHANNELS`),
-so all arms share one observation space."""
+config's shaping: scale 1 by default), and :data:`EXPLORE_ARM` with shaping off
+and on; the ``explore`` arms turn the exploration bonus on (the base config's
+``explore`` section, or its defaults), every other arm turns it off. The
+schedule decides who speaks; every arm has the guide and review in the vector
+and info channels (:data:`ARM_CHANNELS`), so all arms share one observation space."""
 
 
 def split_arm(arm: str) -> tuple[str, bool]:
@@ -310,6 +327,22 @@ class ShapingConfig(_Section):
     terminal: Literal["zero", "keep", "zero_on_harm"] = "keep"
 
 
+class ExploreConfig(_Section):
+    """The count-based exploration bonus (see :class:`~feedbackgym.wrappers.AddExplorationBonus`).
+
+    The ``explore`` arms turn it on (``explore: {}`` in a file: on, with these
+    defaults); ``explore: null``, the default, is off.
+
+    Attributes:
+        scale: β, the bonus of a hash code's first visit (β/√n after n visits).
+        bits: Length of the SimHash code (fewer bits: coarser cells, a bonus
+            that decays sooner).
+    """
+
+    scale: float = Field(0.01, gt=0.0)
+    bits: int = Field(16, ge=1)
+
+
 class RetentionConfig(_Section):
     """Trajectory store retention, in days."""
 
@@ -397,6 +430,8 @@ class FeedbackConfig(_Section):
     review: ReviewConfig = ReviewConfig()
     schedule: ScheduleConfig = ScheduleConfig()
     shaping: ShapingConfig = ShapingConfig()
+    explore: ExploreConfig | None = None
+    """The count-based exploration bonus, or ``None`` (the default) for none."""
     retention: RetentionConfig = RetentionConfig()
     reliance: RelianceConfig | None = None
     """The guide-dependence rule, which moves ``guide.dropout`` at each validation,
@@ -418,7 +453,9 @@ class FeedbackConfig(_Section):
         split_arm(arm)
         overrides = {**ARM_CHANNELS, "schedule": {"arm": arm}}
         for section, values in ARM_PRESETS[arm].items():
-            overrides[section] = {**overrides.get(section, {}), **values}
+            overrides[section] = (
+                values if values is None else {**overrides.get(section, {}), **values}
+            )
         return merge_config(base or cls(), overrides)
 
     @classmethod

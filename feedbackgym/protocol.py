@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ENV_REWARD",
+    "EXPLORE_BONUS",
     "FEEDBACK",
     "INFRA_ERROR",
     "INVALID_ACTION",
@@ -64,6 +65,8 @@ ENV_REWARD = "env_reward"
 """``info[ENV_REWARD]``: the env's own reward, before shaping and credit."""
 SHAPING_REWARD = "shaping_reward"
 """``info[SHAPING_REWARD]``: the shaping term added to the reward this step."""
+EXPLORE_BONUS = "explore_bonus"
+"""``info[EXPLORE_BONUS]``: the exploration bonus added to the reward this step."""
 INFRA_ERROR = "infra_error"
 """``info[INFRA_ERROR]``: the infrastructure failed (browser, sandbox), not the agent."""
 INVALID_ACTION = "invalid_action"
@@ -117,6 +120,7 @@ class StepInfo(TypedDict, total=False):
     outcome: str
     env_reward: float
     shaping_reward: float
+    explore_bonus: float
     infra_error: str
     invalid_action: str
     is_success: bool

@@ -137,11 +137,12 @@ def test_without_a_config_the_envs_keep_their_own_settings():
 def test_each_config_section_names_its_wrapper_s_keyword_arguments():
     import inspect
 
-    from feedbackgym.config import GuideConfig, ReviewConfig, ShapingConfig
-    from feedbackgym.wrappers import AddGuide, AddReview, ShapeWithSubgoals
+    from feedbackgym.config import ExploreConfig, GuideConfig, ReviewConfig, ShapingConfig
+    from feedbackgym.wrappers import AddExplorationBonus, AddGuide, AddReview, ShapeWithSubgoals
 
     for section, wrapper in (
         (ShapingConfig, ShapeWithSubgoals),
+        (ExploreConfig, AddExplorationBonus),
         (GuideConfig, AddGuide),
         (ReviewConfig, AddReview),
     ):

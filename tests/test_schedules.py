@@ -48,9 +48,9 @@ def test_every_arm_is_a_schedule_that_pickles(arm):
     assert clone.state(3) == s.state(3)
 
 
-def test_the_arms_are_who_speaks_times_shaping_off_and_on():
+def test_the_arms_are_who_speaks_and_the_exploration_bonus_times_shaping_off_and_on():
     shaped = ["shaping"] + [f"{arm}+shaping" for arm in SPEAKERS[1:]]
-    assert sorted(ARMS) == sorted(SPEAKERS + shaped)
+    assert sorted(ARMS) == sorted([*SPEAKERS, *shaped, "explore", "explore+shaping"])
     assert sorted(TWO_PHASE_ARMS) == sorted(a for a in ARMS if "-then-" in a)
 
 
@@ -60,6 +60,7 @@ def test_an_arm_shapes_exactly_when_named_so_and_shaping_leaves_its_schedule_alo
     named_shaped = arm.endswith("+shaping") or arm == "shaping"
     assert config.schedule.arm == arm
     assert (config.shaping.scale == 0) != named_shaped
+    assert (config.explore is not None) == arm.startswith("explore")
     plain = "sparse" if arm == "shaping" else arm.removesuffix("+shaping")
     kwargs = {"total": 20, "fade": 2, "adaptive": TrendRule()}
     assert repr(make_schedule(arm, **kwargs)) == repr(make_schedule(plain, **kwargs))

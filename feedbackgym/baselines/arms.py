@@ -8,11 +8,19 @@ when their weight is zero), so networks are comparable across arms. Who speaks:
 * ``review``: reviews (vector summary and per-step credit), all training long.
 * ``guide-then-review``: hints first, then a cross-fade into reviews.
 * ``review-then-guide``: the reverse order.
+* ``explore``: no hints or reviews; a count-based exploration bonus instead, β/√n on
+  the n-th visit of an observation's SimHash code (Tang et al. 2017; see
+  :class:`~feedbackgym.wrappers.AddExplorationBonus`): the baseline that explores
+  without feedback. No maintained implementation fits the stack: sb3-contrib has no
+  exploration bonus, rllte-core (1.0.1, May 2024) pins matplotlib, seaborn and
+  huggingface-hub to old versions and its RND/E3B modules take image or flat-vector
+  batches, not Dict observations, and CleanRL's RND is a script for Atari envpool.
 
 Each comes with shaping off (the plain name: the env reward only) and on
-(``guide+shaping``, ...; ``shaping`` is sparse with shaping): shaping from subgoal
-progress all training long, so the gain of hints and reviews can be told apart from
-the shaping's (see :data:`feedbackgym.config.ARM_PRESETS`).
+(``guide+shaping``, ...; ``shaping`` is sparse with shaping, ``explore+shaping``
+explore's): shaping from subgoal progress all training long, so the gain of hints and
+reviews can be told apart from the shaping's (see :data:`feedbackgym.config.ARM_PRESETS`).
+The bonus is not combined with hints or reviews: it is a baseline without feedback.
 
 Shaping stays on for the whole run when an arm has it: withdrawing it with the hints
 left the policy with the sparse reward alone and collapsed it after the switch

@@ -7,13 +7,15 @@ from typing import Any
 
 from feedbackgym.baselines.trainers import DEFAULT_TRAINER, TRAINERS
 from feedbackgym.cli._helpers import fraction
-from feedbackgym.config import RelianceConfig
+from feedbackgym.config import ExploreConfig, RelianceConfig
 from feedbackgym.wrappers.shaping import TERMINAL_MODES
 
 __all__ = ["add_run_arguments", "feedback_overrides"]
 
 _RELIANCE = RelianceConfig()
 """The reliance rule's defaults live in the config, for the help text."""
+_EXPLORE = ExploreConfig()
+"""The exploration bonus's defaults live in the config, for the help text."""
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -87,6 +89,13 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         help="discount of the learner and of the shaping term (default 0.99)",
     )
     parser.add_argument(
+        "--explore-scale",
+        type=float,
+        metavar="BETA",
+        help="the explore arms' count-based exploration bonus β, paid as β/√n on the n-th "
+        f"visit of a state's hash code (default {_EXPLORE.scale}; other arms have none)",
+    )
+    parser.add_argument(
         "--keep-checkpoints",
         type=int,
         help="newest round checkpoints kept per run (default 5; 0: every one)",
@@ -117,6 +126,7 @@ def feedback_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "schedule": {"switch_at": args.switch_at, "fade": args.fade},
         "guide": {"dropout": args.dropout, "dropout_scope": args.dropout_scope},
         "shaping": {"terminal": args.shaping_terminal, "gamma": args.gamma},
+        "explore": {"scale": args.explore_scale},
     }
     overrides: dict[str, Any] = {}
     for section, values in flags.items():

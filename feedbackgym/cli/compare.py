@@ -40,7 +40,8 @@ def _add_arguments(compare: argparse.ArgumentParser) -> None:
     )
     compare.add_argument(
         "--arms",
-        help=f"comma-separated, from {', '.join(ARMS)} (+shaping: with subgoal shaping)",
+        help=f"comma-separated, from {', '.join(ARMS)} (+shaping: with subgoal shaping; "
+        "explore: no feedback, a count-based exploration bonus)",
     )
     compare.add_argument("--seeds", type=positive_int, help="seeds per arm")
     compare.add_argument("--steps", type=positive_int, help="env steps per run")

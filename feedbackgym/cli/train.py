@@ -30,7 +30,7 @@ def add_commands(commands: Any) -> None:
         "--arm",
         default="guide-then-review+shaping",
         choices=ARMS,
-        help="the arm (+shaping: with subgoal shaping)",
+        help="the arm (+shaping: with subgoal shaping; explore: a count-based exploration bonus)",
     )
     train.add_argument("--seed", type=int, default=0, help="the run's seed")
     train.add_argument("--steps", type=positive_int, required=True, help="env steps")

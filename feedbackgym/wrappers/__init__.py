@@ -1,7 +1,8 @@
 """Composable feedback wrappers (Gymnasium 1.x shape).
 
 Stack them as ``FadeGuideToReview(AddReview(AddGuide(ShapeWithSubgoals(env))))``
-(shaping optional); ``WithSubgoals`` makes a third-party env guidable;
+(shaping optional; ``AddExplorationBonus``, a count-based exploration bonus, goes
+around the shaping); ``WithSubgoals`` makes a third-party env guidable;
 ``Reexplore`` (opt-in) restarts episodes from states a review flagged;
 ``RecordTrajectories`` (outermost) records episodes to an HDF5 trajectory store,
 and loads h5py only when first used.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from feedbackgym.wrappers.explore import AddExplorationBonus
 from feedbackgym.wrappers.guide import AddGuide
 from feedbackgym.wrappers.reexplore import Reexplore
 from feedbackgym.wrappers.review import AddReview
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
     from feedbackgym.wrappers.record import RecordTrajectories
 
 __all__ = [
+    "AddExplorationBonus",
     "AddGuide",
     "AddReview",
     "FadeGuideToReview",

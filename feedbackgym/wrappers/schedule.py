@@ -11,6 +11,7 @@ from feedbackgym.control import FeedbackController
 from feedbackgym.protocol import FeedbackState, FeedbackStats
 from feedbackgym.schedules import Schedule, TrendRule, make_schedule
 from feedbackgym.wrappers.common import feedback_info, find_wrapper
+from feedbackgym.wrappers.explore import AddExplorationBonus, bonus_kwargs
 from feedbackgym.wrappers.guide import AddGuide
 from feedbackgym.wrappers.review import AddReview
 from feedbackgym.wrappers.shaping import ShapeWithSubgoals
@@ -37,7 +38,8 @@ class FadeGuideToReview(
     that, so the logic is the same).
 
     A state that carries a config (``state.config``) different from the one in
-    force reconfigures the guide, the review and the shaping (hot reload).
+    force reconfigures the guide, the review, the shaping and the exploration
+    bonus (hot reload).
 
     Args:
         env: The env, wrapped in :class:`AddGuide` and/or :class:`AddReview`.
@@ -81,6 +83,7 @@ class FadeGuideToReview(
         if self._guide is None and self._review is None:
             raise ValueError("FadeGuideToReview needs AddGuide and/or AddReview inside it")
         self._shaping = find_wrapper(env, ShapeWithSubgoals)
+        self._explore = find_wrapper(env, AddExplorationBonus)
         if fade_shaping and self._shaping is None:
             raise ValueError("fade_shaping needs ShapeWithSubgoals inside FadeGuideToReview")
         self._fade_shaping = fade_shaping
@@ -189,6 +192,8 @@ class FadeGuideToReview(
             self._shaping.set_shaping(
                 gamma=shaping.gamma, scale=shaping.scale, terminal=shaping.terminal
             )
+        if self._explore is not None:
+            self._explore.set_bonus(**bonus_kwargs(config.explore))
 
 
 def _as_schedule(schedule: str | dict[str, Any] | Schedule) -> Schedule:

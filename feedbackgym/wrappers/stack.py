@@ -1,7 +1,7 @@
 """``make``: an env with its whole feedback stack, from one feedback config.
 
-The stack is ``FadeGuideToReview(AddReview(AddGuide(ShapeWithSubgoals(env))))``,
-optionally inside ``RecordTrajectories``; every setting comes from the config,
+The stack is ``FadeGuideToReview(AddReview(AddGuide(AddExplorationBonus(ShapeWithSubgoals(
+env)))))``, optionally inside ``RecordTrajectories``; every setting comes from the config,
 whose defaults are the project's one set of defaults. ``feedbackgym.make`` is
 this function.
 """
@@ -15,6 +15,7 @@ import gymnasium as gym
 
 from feedbackgym.config import ARM_PRESETS, FeedbackConfig, load_config
 from feedbackgym.errors import ConfigError
+from feedbackgym.wrappers.explore import AddExplorationBonus, bonus_kwargs
 from feedbackgym.wrappers.guide import AddGuide
 from feedbackgym.wrappers.review import AddReview
 from feedbackgym.wrappers.schedule import FadeGuideToReview
@@ -93,6 +94,7 @@ def make(
     env = gym.make(env_id, **env_kwargs) if isinstance(env_id, str) else env_id
     # Each section's fields are its wrapper's keyword arguments, by design.
     env = ShapeWithSubgoals(env, **config.shaping.model_dump())
+    env = AddExplorationBonus(env, **bonus_kwargs(config.explore))
     env = AddGuide(env, **_generator_as(config.guide.model_dump(), "guide"))
     env = AddReview(env, **_generator_as(config.review.model_dump(), "reviewer"))
     followed = isinstance(feedback, (str, Path)) and feedback not in ARM_PRESETS

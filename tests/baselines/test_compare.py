@@ -84,6 +84,27 @@ def test_compare_writes_every_output(tmp_path, trainer):
         dataclasses.replace(config, trainer="jax")
 
 
+@pytest.mark.parametrize("trainer", ["sb3", "torch"])
+def test_the_explore_arm_trains_with_its_bonus_and_is_judged_on_the_env_reward(tmp_path, trainer):
+    config = _small(
+        tmp_path,
+        ["explore"],
+        steps=128,
+        eval_every=1,
+        eval_episodes=2,
+        feedback_overrides={"explore": {"scale": 0.5}},
+        trainer=trainer,
+        device="cpu",
+    )
+    (row,) = run_comparison(config, show_progress=False)
+    run = RunConfig.from_json((tmp_path / "runs" / "explore-seed0" / "config.json").read_text())
+    feedback = run.arm_config(run.feedback)
+    assert (feedback.explore.scale, feedback.shaping.scale) == (0.5, 0.0)
+    # Validation episodes last tens of steps, each paying a bonus of up to 0.5: a return
+    # of at most 1 is the env's alone.
+    assert row["arm"] == "explore" and 0.0 <= float(row["final_return"]) <= 1.0
+
+
 def test_compare_command_rejects_bad_input(tmp_path):
     def run(*args):
         return subprocess.run(
@@ -102,6 +123,7 @@ def test_compare_command_rejects_bad_input(tmp_path):
         (["--quick", "--dropout-scope", "round", *out], "--dropout-scope"),
         (["--quick", "--shaping-terminal", "never", *out], "--shaping-terminal"),
         (["--quick", "--gamma", "0", *out], "shaping.gamma"),
+        (["--quick", "--explore-scale", "0", *out], "explore.scale"),
         (["--quick", "--config", str(tmp_path / "none.yaml"), *out], "cannot read config file"),
         (["--quick", "--keep-checkpoints", "-1", *out], "keep_checkpoints must be >= 0"),
     ]
