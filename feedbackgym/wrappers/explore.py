@@ -39,14 +39,15 @@ class AddExplorationBonus(
 
     Counts are kept per env: in vector envs, subprocess workers included, each
     env counts its own visits (Tang et al. count over all of them), so with n
-    envs a code's bonus decays about √n times slower than with one shared table.
+    envs a code visited N times in all still pays about √n times the bonus that
+    one shared table would pay.
 
     The bonus is not potential-based: it changes the optimal policy while it
     lasts, and fades as the counts grow. The env reward stays in
     ``info["env_reward"]`` (written here unless an inner wrapper did) and the
     bonus is reported in ``info["explore_bonus"]``, so success and returns are
     measured without it. ``scale=0`` turns the bonus off (the observation is
-    then not hashed and the bonus is 0), as in every arm but ``explore``.
+    then not hashed and the bonus is 0), as in every arm but the ``explore`` ones.
 
     Args:
         env: The env; its observation space a ``Box``, ``MultiBinary``,
