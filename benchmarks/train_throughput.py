@@ -21,6 +21,10 @@ machine's speed drifts; ratios within one run do not).
 
 Usage:
     python benchmarks/train_throughput.py [--steps 131072] [--repeats 2] [--num-envs 32]
+        [--rows SETUP [SETUP ...]]
+
+``--rows`` runs only the named setups (as the table names them), e.g.
+``--rows "torch trainer, 1 env worker(s)" "torch, 1 env worker(s) + recorder"``.
 """
 
 from __future__ import annotations
@@ -118,6 +122,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=131072)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--num-envs", type=int, default=32)
+    parser.add_argument("--rows", nargs="+", metavar="SETUP", help="run only these setups")
     args = parser.parse_args()
     torch.set_num_threads(1)
     rounds = args.steps // (args.num_envs * 128)
@@ -147,21 +152,27 @@ def main() -> None:
                 for w in (1, 2)
             },
         }
+        unknown = set(args.rows or ()) - set(runs)
+        if unknown:
+            parser.error(f"unknown setups {sorted(unknown)}; choose from {list(runs)}")
+        runs = {name: run for name, run in runs.items() if not args.rows or name in args.rows}
         for repeat in range(args.repeats):
             for name, run in runs.items():
                 best[name] = max(best.get(name, 0.0), run(repeat))
-    base = best["env + stack (random actions)"]
+    base = best.get("env + stack (random actions)")
     print(f"{ENV_ID}, {ARM}, {args.steps} steps, torch trainer {args.num_envs} envs, 2 cores")
     print(f"{'setup':<36} {'steps/s':>9} {'vs env + stack':>15}")
     for name, rate in best.items():
-        print(f"{name:<36} {rate:>9.0f} {rate / base:>14.2f}x")
+        ratio = f"{rate / base:>14.2f}x" if base else ""
+        print(f"{name:<36} {rate:>9.0f} {ratio}")
     pairs = [("torch trainer", "torch trainer + recorder")]
     pairs += [
         (f"torch trainer, {w} env worker(s)", f"torch, {w} env worker(s) + recorder")
         for w in (1, 2)
     ]
     for setup, recorded in pairs:
-        print(f"recording keeps {best[recorded] / best[setup]:.2f}x of {setup}'s throughput")
+        if setup in best and recorded in best:
+            print(f"recording keeps {best[recorded] / best[setup]:.2f}x of {setup}'s throughput")
     print(f"numpy {np.__version__}, torch {torch.__version__}")
 
 

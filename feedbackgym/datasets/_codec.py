@@ -103,10 +103,18 @@ def encode_episode(episode: Episode) -> EncodedEpisode:
     )
 
 
+@functools.lru_cache(maxsize=64)
+def _text_json(text: str) -> str:
+    """``text`` as a JSON string (an env spec: the same long string every episode)."""
+    return json.dumps(text)
+
+
 def record_body(encoded: EncodedEpisode) -> list[bytes]:
     """The record body of ``encoded``, in pieces: header length, header, column bytes."""
+    meta = encoded.meta.to_dict()
+    env_spec = _text_json(meta.pop("env_spec"))
     header = (
-        f'{{"meta":{json.dumps(encoded.meta.to_dict())},"events":{encoded.events},'
+        f'{{"meta":{json.dumps(meta)[:-1]},"env_spec":{env_spec}}},"events":{encoded.events},'
         f'"columns":{_columns_json(encoded.schema)}}}'
     ).encode()
     return [_U32.pack(len(header)), header, encoded.data]

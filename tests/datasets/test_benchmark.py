@@ -18,3 +18,19 @@ def test_recorder_benchmark_runs():
     assert result.returncode == 0, result.stderr
     for row in ("raw env", "env + RecordTrajectories", "Minari", "raw h5py", "TrajectoryStore"):
         assert row in result.stdout
+
+
+def test_recorder_in_training_benchmark_runs():
+    result = subprocess.run(
+        [
+            sys.executable,
+            "benchmarks/recorder_in_training.py",
+            *("--rounds", "4", "--block", "2", "--num-envs", "2"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "recorder adds" in result.stdout
