@@ -36,7 +36,9 @@ echo "min-versions: pins: $(tr '\n' ' ' <"$WORK/constraints.txt")"
 # The package is built from a copy of the working tree (tracked and untracked, not ignored
 # files), so no build output lands in the checkout.
 mkdir "$WORK/src"
-git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$WORK/src"
+git ls-files -z --cached --others --exclude-standard |
+    while IFS= read -r -d '' file; do [ -e "$file" ] && printf '%s\0' "$file"; done |
+    xargs -0 cp --parents -t "$WORK/src"
 
 "$PYTHON" -m venv "$WORK/venv"
 VENV_PYTHON="$WORK/venv/bin/python"
@@ -58,12 +60,13 @@ names="$(cut -d= -f1 "$WORK/constraints.txt" | sed 's/[-_.]/[-_.]/g' | paste -sd
 
 # The core tests: the package, the ops suite, the wrappers, the store and the trainers
 # (never the web or code suites). CI unset: a test that needs Chromium or Docker skips.
+# Arguments go to that pytest (`--deselect ID`, `-x`).
 export PATH="$WORK/venv/bin:$PATH"
 CI= "$VENV_PYTHON" -m pytest -q -p no:cacheprovider \
     tests/test_core.py tests/test_config.py tests/test_schedules.py tests/test_control.py \
     tests/test_import.py tests/test_cli.py tests/wrappers tests/envs/ops tests/datasets \
     tests/baselines/test_ppo.py tests/baselines/test_torch_run.py \
-    tests/baselines/test_callbacks.py tests/baselines/test_runner.py
+    tests/baselines/test_callbacks.py tests/baselines/test_runner.py "$@"
 CI= "$VENV_PYTHON" -m pytest -q -p no:cacheprovider tests/envs/test_registry.py -k Ops
 
 # The main job's command, shortened to one seed of four rounds, by a user who is not root.

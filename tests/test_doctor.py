@@ -106,7 +106,7 @@ def test_a_missing_required_part_makes_the_verdict_name_it():
         Check("extra hdf5", False, True, "not importable: h5py", 'pip install "feedbackgym[hdf5]"'),
         Check("GPU", False, False, "none", "optional"),
     ]
-    lines = _text(checks, ready=False).splitlines()
+    lines = _text(checks).splitlines()
     assert lines[2].split()[:3] == ["MISSING", "extra", "hdf5"]
     assert lines[3].strip() == 'fix: pip install "feedbackgym[hdf5]"'
     assert lines[-1] == "the core (ops suite and baselines) is not ready: extra hdf5"

@@ -87,10 +87,15 @@ def diagnose() -> list[Check]:
         >>> [check.name for check in checks if not check.name.startswith("extra ")]
         ['core', 'Chromium', 'Docker engine', 'sandbox image', 'bubblewrap', 'GPU']
     """
-    checks = _requirement_checks()
-    docker = _docker_engine()
-    checks += [_chromium(), docker[0], _sandbox_image(docker[1]), _bubblewrap(), _gpu()]
-    return checks
+    engine, client = _docker_engine()
+    return [
+        *_requirement_checks(),
+        _chromium(),
+        engine,
+        _sandbox_image(client),
+        _bubblewrap(),
+        _gpu(),
+    ]
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
@@ -105,11 +110,11 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
         }
         print(json.dumps(report, indent=2))
     else:
-        print(_text(checks, ready))
+        print(_text(checks))
     return 0 if ready else 1
 
 
-def _text(checks: list[Check], ready: bool) -> str:
+def _text(checks: list[Check]) -> str:
     width = max(len(check.name) for check in checks)
     lines = [
         f"feedbackgym {importlib.metadata.version('feedbackgym')}, "
@@ -121,7 +126,7 @@ def _text(checks: list[Check], ready: bool) -> str:
         if check.fix:
             lines.append(f"  {'':<8} {'':<{width}}  fix: {check.fix}")
     missing = [check.name for check in checks if check.required and not check.ok]
-    if ready:
+    if not missing:
         lines.append("the core (ops suite and baselines) is ready")
     else:
         lines.append(f"the core (ops suite and baselines) is not ready: {', '.join(missing)}")
