@@ -12,7 +12,9 @@ the schedule), each measured in this process one after another, best of
   process or stepped by one worker process (``--env-workers 1``) while the
   learner acts, each without and with every episode recorded to an HDF5 store;
   and with the update a ``compare --trainer torch`` run makes (SB3's 10 epochs
-  of 256 samples, one thread).
+  of 256 samples, one thread);
+* the same with the update overlapped (``--overlap-update``): each round trains
+  in an update worker process while the next is collected, one update stale.
 
 The torch trainer's rates are steady state: from the end of its first round
 to the end of its last (imports, worker start-up and the first round are paid
@@ -44,6 +46,8 @@ from feedbackgym.config import FeedbackConfig
 from feedbackgym.datasets import TrajectoryStore
 
 ENV_ID = "feedbackgym/OpsIncidentHard-v0"
+OVERLAP = {"overlap_update": True, "update_threads": 1}
+"""The update in a worker process of one thread (three processes on two cores)."""
 COMPARE_UPDATE = {"update_epochs": SB3_EPOCHS, "num_minibatches": 8, "update_threads": 1}
 """The update of a ``compare --trainer torch`` run (SB3's 10 epochs of 256 samples, one thread)."""
 ARM = "guide-then-review+shaping"
@@ -151,6 +155,18 @@ def main() -> None:
                 )
                 for w in (1, 2)
             },
+            "torch, 1 env worker, overlapped update": lambda r: torch_rate(
+                args.steps, args.num_envs, None, workers=1, **OVERLAP
+            ),
+            "torch, 1 env worker + recorder, overlapped": lambda r: torch_rate(
+                args.steps, args.num_envs, f"{tmp}/o-{r}", workers=1, **OVERLAP
+            ),
+            "compare's update, 1 env worker": lambda r: torch_rate(
+                args.steps, args.num_envs, None, workers=1, **COMPARE_UPDATE
+            ),
+            "compare's update, 1 env worker, overlapped": lambda r: torch_rate(
+                args.steps, args.num_envs, None, workers=1, **{**COMPARE_UPDATE, **OVERLAP}
+            ),
         }
         unknown = set(args.rows or ()) - set(runs)
         if unknown:
@@ -165,7 +181,10 @@ def main() -> None:
     for name, rate in best.items():
         ratio = f"{rate / base:>14.2f}x" if base else ""
         print(f"{name:<36} {rate:>9.0f} {ratio}")
-    pairs = [("torch trainer", "torch trainer + recorder")]
+    pairs = [
+        ("torch trainer", "torch trainer + recorder"),
+        ("torch, 1 env worker, overlapped update", "torch, 1 env worker + recorder, overlapped"),
+    ]
     pairs += [
         (f"torch trainer, {w} env worker(s)", f"torch, {w} env worker(s) + recorder")
         for w in (1, 2)
