@@ -140,15 +140,16 @@ def test_each_config_section_names_its_wrapper_s_keyword_arguments():
     from feedbackgym.config import ExploreConfig, GuideConfig, ReviewConfig, ShapingConfig
     from feedbackgym.wrappers import AddExplorationBonus, AddGuide, AddReview, ShapeWithSubgoals
 
-    for section, wrapper in (
-        (ShapingConfig, ShapeWithSubgoals),
-        (ExploreConfig, AddExplorationBonus),
-        (GuideConfig, AddGuide),
-        (ReviewConfig, AddReview),
+    for section, wrapper, renamed in (
+        (ShapingConfig, ShapeWithSubgoals, {}),
+        (ExploreConfig, AddExplorationBonus, {}),
+        (GuideConfig, AddGuide, {"generator": "guide"}),  # the config names the generator
+        (ReviewConfig, AddReview, {"generator": "reviewer"}),
     ):
         parameters = inspect.signature(wrapper.__init__).parameters
-        assert set(section.model_fields) <= set(parameters), wrapper.__name__
-        for name, field in section.model_fields.items():  # one home for each default
+        names = {renamed.get(name, name): field for name, field in section.model_fields.items()}
+        assert set(names) <= set(parameters), wrapper.__name__
+        for name, field in names.items():  # one home for each default
             assert parameters[name].default == field.default, (wrapper.__name__, name)
 
 
