@@ -8,11 +8,13 @@ too, so plain ``except ValueError`` code keeps working.
 from __future__ import annotations
 
 __all__ = [
+    "ChatError",
     "ConfigError",
     "DependencyNotInstalled",
     "FeedbackGymError",
     "GeneratorError",
     "InvalidAction",
+    "ReplyError",
     "SandboxError",
 ]
 
@@ -52,3 +54,11 @@ class SandboxError(FeedbackGymError, RuntimeError):
 
 class GeneratorError(FeedbackGymError, TypeError):
     """A feedback generator cannot be loaded, or does not meet its protocol (named)."""
+
+
+class ChatError(FeedbackGymError, RuntimeError):
+    """A chat model server could not be reached, timed out or answered with an error (named)."""
+
+
+class ReplyError(FeedbackGymError, ValueError):
+    """A chat model's reply does not meet the schema it was asked for (the message says how)."""

@@ -1,4 +1,4 @@
-"""The ``datasets`` commands: ``make``, ``inspect`` and ``prune``.
+"""The ``datasets`` commands: ``make``, ``inspect``, ``prune`` and ``export-chat``.
 
 Usage::
 
@@ -7,6 +7,7 @@ Usage::
         [--compression none|lzf|gzip]
     feedbackgym datasets inspect PATH
     feedbackgym datasets prune PATH [--config FILE] [--dry-run]
+    feedbackgym datasets export-chat PATH [--out FILE] [--memory K] [--round NAME]
 
 ``inspect`` lists the files it cannot read (their episodes left out) and
 fails only when it can read no episode at all. h5py loads only when one of
@@ -16,6 +17,7 @@ them runs.
 from __future__ import annotations
 
 import argparse
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -66,6 +68,18 @@ def add_commands(commands: Any) -> None:
     )
     prune.add_argument("--dry-run", action="store_true", help="only say what would happen")
     prune.set_defaults(run=_cmd_prune)
+
+    chat = sub.add_parser(
+        "export-chat",
+        help="write an agent's episodes as JSONL chats (hints, reviews) for fine-tuning",
+    )
+    chat.add_argument("path", type=Path, metavar="PATH")
+    chat.add_argument("--out", type=Path, default=None, help="JSONL file (default: stdout)")
+    chat.add_argument(
+        "--memory", type=int, default=3, help="the agent's --memory, to rebuild its prompts"
+    )
+    chat.add_argument("--round", default=None, help="only this round's episodes")
+    chat.set_defaults(run=_cmd_export_chat)
 
 
 def _cmd_make(args: argparse.Namespace) -> int:
@@ -135,6 +149,17 @@ def _cmd_prune(args: argparse.Namespace) -> int:
     print(plan.describe())
     if plan.cold_file is not None:
         print(f"cold file: {plan.cold_file}")
+    return 0
+
+
+def _cmd_export_chat(args: argparse.Namespace) -> int:
+    from feedbackgym.agent import export_chat
+    from feedbackgym.datasets.errors import StoreError
+
+    if not args.path.exists():
+        raise StoreError(f"no store at {args.path}")
+    count = export_chat(args.path, args.out or sys.stdout, memory=args.memory, round=args.round)
+    print(f"{count} episodes written to {args.out or 'stdout'}", file=sys.stderr)
     return 0
 
 

@@ -2,13 +2,42 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from feedbackgym.core import Hint, Subgoal, next_subgoal_ids
 from feedbackgym.feedback.generators import GuideRequest
 
-__all__ = ["SubgoalGuide"]
+__all__ = ["SubgoalGuide", "hint_for"]
+
+
+def hint_for(library: Sequence[Subgoal], ids: Sequence[str], step: int) -> Hint:
+    """The hint naming subgoals ``ids`` of ``library`` (first one first) at ``step``.
+
+    Descriptions, library positions and the first subgoal's targets and kind
+    come from the library, so every guide's hints fill the vector channel alike.
+
+    Raises:
+        KeyError: An id is not in the library.
+
+    Example:
+        >>> lib = (Subgoal("key", "pick up the key", bool, targets=("key",)),
+        ...        Subgoal("door", "open the door", bool, ("key",)))
+        >>> hint = hint_for(lib, ["door"], step=4)
+        >>> hint.text, hint.positions
+        ('Hint: first open the door', (1,))
+    """
+    by_id = {sg.id: (i, sg) for i, sg in enumerate(library)}
+    chosen = [by_id[i] for i in ids]
+    first = chosen[0][1] if chosen else None
+    return Hint(
+        tuple(ids),
+        tuple(sg.description for _, sg in chosen),
+        step,
+        tuple(i for i, _ in chosen),
+        first.targets if first is not None else (),
+        first.kind if first is not None else "",
+    )
 
 
 class SubgoalGuide:
@@ -36,33 +65,19 @@ class SubgoalGuide:
             raise ValueError(f"lookahead must be at least 1, got {lookahead}")
         self.lookahead = lookahead
         self._last_key: tuple[Any, ...] | None = None
-        self._last_choice: tuple[Any, ...] = ()
+        self._last_hint = Hint((), (), 0)
 
     def hint(self, request: GuideRequest) -> Hint:
         """Returns the hint for the request's progress at its step."""
         lookahead = int(request.options.get("lookahead", self.lookahead))
-        key = (request.library, tuple(request.progress.items()), lookahead)
-        if key != self._last_key:  # progress changes a few times an episode: reuse the choice
-            choice = self._choose(request.library, request.progress, lookahead)
-            self._last_key, self._last_choice = key, choice
-        ids, texts, positions, targets, kind = self._last_choice
-        return Hint(ids, texts, request.step, positions, targets, kind)
-
-    def _choose(
-        self, library: Sequence[Subgoal], progress: Mapping[str, bool], lookahead: int
-    ) -> tuple[tuple[str, ...], tuple[str, ...], tuple[int, ...], tuple[str, ...], str]:
         if lookahead < 1:
             raise ValueError(f"lookahead must be at least 1, got {lookahead}")
-        ids = next_subgoal_ids(library, progress)[:lookahead]
-        by_id = {sg.id: (i, sg) for i, sg in enumerate(library)}
-        first = by_id[ids[0]][1] if ids else None
-        return (
-            tuple(ids),
-            tuple(by_id[i][1].description for i in ids),
-            tuple(by_id[i][0] for i in ids),
-            first.targets if first is not None else (),
-            first.kind if first is not None else "",
-        )
+        key = (request.library, tuple(request.progress.items()), lookahead)
+        if key != self._last_key:  # progress changes a few times an episode: reuse the choice
+            ids = next_subgoal_ids(request.library, request.progress)[:lookahead]
+            self._last_key, self._last_hint = key, hint_for(request.library, ids, request.step)
+        h = self._last_hint
+        return Hint(h.subgoal_ids, h.texts, request.step, h.positions, h.targets, h.kind)
 
     def __repr__(self) -> str:
         return f"SubgoalGuide(lookahead={self.lookahead})"

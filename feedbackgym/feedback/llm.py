@@ -1,0 +1,760 @@
+"""LLM feedback generators over an OpenAI-compatible chat API (vLLM, llama.cpp's server, Ollama).
+
+:class:`LLMGuide` and :class:`LLMReviewer` meet the
+:class:`~feedbackgym.feedback.generators.Guide` and
+:class:`~feedbackgym.feedback.generators.Reviewer` protocols. Each asks a chat
+model (a base URL and a model name) with a prompt made from a template file,
+and reads the reply against a strict schema (:class:`GuideAnswer`,
+:class:`ReviewAnswer`): a reply that is not one JSON object of that shape, or
+names subgoals or steps the request does not have, is a *miss* (counted in
+``misses``, which the wrappers add to theirs, and logged), never an exception
+in training; so is a server that times out, refuses or fails. Replies that
+parsed are cached by prompt (least recently used first out).
+
+A prompt template is a text file: the system message, a line ``---``, the
+user message, with ``$name`` placeholders (:class:`string.Template`). The
+built-in ones (``guide``, ``review``, ``agent``) ship in
+``feedbackgym/feedback/prompts/``; pass ``template=PATH`` for your own. Each
+built-in prompt ends with the request as JSON in a fenced block, so a server
+can read it (``python -m feedbackgym.llm_server`` does: a stand-in that
+answers from the built-in generators, for tests and trying things out).
+
+Named as ``"feedbackgym.feedback.llm:LLMGuide"`` (made with no arguments), a
+generator reads the server from ``FEEDBACKGYM_LLM_BASE_URL``,
+``FEEDBACKGYM_LLM_MODEL`` and, if the server wants one,
+``FEEDBACKGYM_LLM_API_KEY``. The ``openai`` package (the ``llm`` extra) is
+imported on the first call.
+
+Example:
+    >>> from feedbackgym.core import Subgoal
+    >>> lib = (Subgoal("key", "pick up the key", bool), Subgoal("door", "open the door", bool))
+    >>> guide = LLMGuide("http://127.0.0.1:8000/v1", "qwen2.5-0.5b-instruct")
+    >>> print(guide.messages(GuideRequest(lib, {"key": True, "door": False}, step=3))[1]["content"])
+    ... # doctest: +ELLIPSIS
+    Task: (not named)
+    <BLANKLINE>
+    Subgoals (id: description [requires ...] - done or not done):
+    - key: pick up the key - done
+    - door: open the door - not done
+    ...
+    >>> guide.parse('{"subgoal_ids": ["door"]}', GuideRequest(lib, {"key": True}, step=3)).text
+    'Hint: first open the door'
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import string
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from feedbackgym.core import Hint, ReexplorePoint, ReusableSegment, Review, Subgoal
+from feedbackgym.errors import ChatError, ConfigError, DependencyNotInstalled, ReplyError
+from feedbackgym.feedback.generators import WARN_EVERY, GuideRequest, ReviewRequest
+from feedbackgym.feedback.guide import hint_for
+
+__all__ = [
+    "API_KEY_ENV",
+    "BASE_URL_ENV",
+    "DEFAULT_TIMEOUT_S",
+    "MODEL_ENV",
+    "ChatClient",
+    "GuideAnswer",
+    "LLMGuide",
+    "LLMReviewer",
+    "PromptTemplate",
+    "ReviewAnswer",
+    "json_object",
+    "request_block",
+]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+BASE_URL_ENV = "FEEDBACKGYM_LLM_BASE_URL"
+"""The chat server's base URL (``http://127.0.0.1:8000/v1``) when none is given."""
+MODEL_ENV = "FEEDBACKGYM_LLM_MODEL"
+"""The model name when none is given."""
+API_KEY_ENV = "FEEDBACKGYM_LLM_API_KEY"
+"""The API key, for servers that want one (local servers do not)."""
+DEFAULT_TIMEOUT_S = 30.0
+"""How long a call waits for the server's reply."""
+_FENCE = re.compile(r"```json\n(.*?)\n```", re.S)
+
+
+# --- the answers' schemas -------------------------------------------------------------------
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class GuideAnswer(_Strict):
+    """What an LLM guide answers: the subgoal ids to pursue next, first one first.
+
+    Example:
+        >>> GuideAnswer.model_validate({"subgoal_ids": ["door"]}).subgoal_ids
+        ['door']
+    """
+
+    subgoal_ids: list[str]
+
+    @classmethod
+    def from_hint(cls, hint: Hint | None) -> GuideAnswer:
+        """The answer that gives ``hint`` (``None``: no subgoal)."""
+        return cls(subgoal_ids=list(hint.subgoal_ids) if hint is not None else [])
+
+
+class ReusableAnswer(_Strict):
+    """A reusable stretch of steps in a :class:`ReviewAnswer`."""
+
+    start: int
+    end: int
+    subgoal_id: str
+
+
+class ReexploreAnswer(_Strict):
+    """A step to explore again in a :class:`ReviewAnswer`."""
+
+    step: int
+    state: str = Field(min_length=1)
+    suggestion: str = Field(min_length=1)
+    reason: str = Field(min_length=1)
+
+
+class ReviewAnswer(_Strict):
+    """What an LLM reviewer answers.
+
+    Example:
+        >>> answer = ReviewAnswer.model_validate_json(
+        ...     '{"summary": "Stalled.", "score": 0.4, "reusable": [], "reexplore": []}')
+        >>> answer.score
+        0.4
+    """
+
+    summary: str = Field(min_length=1)
+    score: float = Field(ge=0.0, le=1.0)
+    reusable: list[ReusableAnswer] = []
+    reexplore: list[ReexploreAnswer] = []
+
+    @classmethod
+    def from_review(cls, review: Review) -> ReviewAnswer:
+        """The answer that gives ``review`` (less its credit, which an answer does not carry)."""
+        return cls(
+            summary=review.summary,
+            score=review.score,
+            reusable=[
+                ReusableAnswer(start=s.start, end=s.end, subgoal_id=s.subgoal_id)
+                for s in review.reusable
+            ],
+            reexplore=[
+                ReexploreAnswer(
+                    step=p.step, state=p.state_summary, suggestion=p.suggestion, reason=p.reason
+                )
+                for p in review.reexplore
+            ],
+        )
+
+
+def json_object(content: str) -> dict[str, Any]:
+    r"""The one JSON object a reply is (alone, or alone in a ```json fence).
+
+    Raises:
+        ReplyError: It is not.
+
+    Example:
+        >>> json_object('```json\n{"subgoal_ids": []}\n```')
+        {'subgoal_ids': []}
+    """
+    text = content.strip()
+    fenced = _FENCE.fullmatch(text)
+    try:
+        data = json.loads(fenced.group(1) if fenced else text)
+    except json.JSONDecodeError as error:
+        raise ReplyError(f"the reply is not JSON ({error}): {text[:80]!r}") from None
+    if not isinstance(data, dict):
+        raise ReplyError(f"the reply is JSON but not an object: {text[:80]!r}")
+    return data
+
+
+def request_block(content: str) -> dict[str, Any] | None:
+    r"""The request a built-in prompt carries: its last ```json block, when it has a ``kind``.
+
+    Example:
+        >>> request_block('Request:\n```json\n{"kind": "hint"}\n```\n')
+        {'kind': 'hint'}
+    """
+    for block in reversed(_FENCE.findall(content)):
+        try:
+            data = json.loads(block)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(data, dict) and "kind" in data:
+            return data
+    return None
+
+
+def _dumps(data: Any) -> str:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+# --- prompts ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    """A system and a user message with ``$name`` placeholders.
+
+    Attributes:
+        system: The system message's template.
+        user: The user message's template.
+        source: Where it was read from (for error messages).
+
+    Example:
+        >>> template = PromptTemplate.load("agent")
+        >>> sorted(template.placeholders())
+        ['actions', 'env_id', 'episode', 'hint', 'memory', 'observation']
+    """
+
+    system: string.Template
+    user: string.Template
+    source: str
+
+    BUILT_IN: ClassVar[tuple[str, ...]] = ("guide", "review", "agent")
+
+    @classmethod
+    def load(cls, name: str | os.PathLike[str]) -> PromptTemplate:
+        """A built-in template by name (``"guide"``, ``"review"``, ``"agent"``) or a file.
+
+        Raises:
+            ConfigError: The file cannot be read or has no ``---`` line.
+        """
+        if name in cls.BUILT_IN:
+            text = (
+                resources.files("feedbackgym.feedback").joinpath(f"prompts/{name}.txt").read_text()
+            )
+            source = f"the built-in {name} prompt"
+        else:
+            source = os.fspath(name)
+            try:
+                text = Path(source).read_text()
+            except OSError as error:
+                raise ConfigError(f"prompt template {source}: {error.strerror}") from None
+        system, sep, user = text.partition("\n---\n")
+        if not sep:
+            raise ConfigError(
+                f"prompt template {source}: no '---' line between the system and user messages"
+            )
+        return cls(string.Template(system.strip()), string.Template(user), source)
+
+    def placeholders(self) -> set[str]:
+        """The ``$name`` placeholders of both messages."""
+        return set(self.system.get_identifiers()) | set(self.user.get_identifiers())
+
+    def messages(self, **fields: str) -> list[dict[str, str]]:
+        """The chat messages with the placeholders filled in.
+
+        Raises:
+            ConfigError: The template has a placeholder ``fields`` lacks.
+        """
+        try:
+            return [
+                {"role": "system", "content": self.system.substitute(fields)},
+                {"role": "user", "content": self.user.substitute(fields).strip()},
+            ]
+        except KeyError as error:
+            raise ConfigError(
+                f"prompt template {self.source}: unknown placeholder ${error.args[0]} "
+                f"(known: {', '.join(sorted(fields))})"
+            ) from None
+        except ValueError as error:
+            raise ConfigError(f"prompt template {self.source}: {error}") from None
+
+
+# --- the chat client ----------------------------------------------------------------------
+
+
+def _openai() -> Any:
+    try:
+        import openai
+    except ImportError as error:
+        raise DependencyNotInstalled.for_extra("openai", "llm") from error
+    return openai
+
+
+def _setting(value: str | None, variable: str, what: str) -> str:
+    value = value or os.environ.get(variable)
+    if not value:
+        raise ConfigError(f"no {what}: pass it, or set {variable}")
+    return value
+
+
+class ChatClient:
+    """Calls a chat model behind an OpenAI-compatible API, with a cache of parsed replies.
+
+    One call, no retries: a reply not back within ``timeout_s``, an HTTP error
+    or a server that cannot be reached raises :class:`~feedbackgym.errors.ChatError`.
+    :meth:`complete` caches what ``parse`` made of a reply, keyed on the
+    messages; a reply that does not parse is not cached. Safe to call from
+    several threads; pickles without its connection.
+
+    Args:
+        base_url: The API's base URL, e.g. ``http://127.0.0.1:8000/v1`` (default:
+            ``$FEEDBACKGYM_LLM_BASE_URL``).
+        model: The model name (default: ``$FEEDBACKGYM_LLM_MODEL``).
+        api_key: The API key (default: ``$FEEDBACKGYM_LLM_API_KEY``, or none).
+        timeout_s: How long a call waits for its reply.
+        max_tokens: The most tokens a reply may have.
+        cache_size: How many parsed replies are kept.
+
+    Attributes:
+        calls: Requests sent to the server.
+        cache_hits: Calls answered from the cache.
+
+    Raises:
+        ConfigError: No base URL or model, or a bad number.
+
+    Example:
+        >>> client = ChatClient("http://127.0.0.1:8000/v1", "llama3.2:1b", timeout_s=5)
+        >>> client
+        ChatClient('http://127.0.0.1:8000/v1', 'llama3.2:1b', timeout_s=5.0)
+    """
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        model: str | None = None,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        max_tokens: int = 512,
+        cache_size: int = 1024,
+    ) -> None:
+        if timeout_s <= 0 or max_tokens < 1 or cache_size < 0:
+            raise ConfigError(
+                "timeout_s and max_tokens must be positive and cache_size at least 0, got "
+                f"{timeout_s}, {max_tokens}, {cache_size}"
+            )
+        self.base_url = _setting(base_url, BASE_URL_ENV, "chat server base URL").rstrip("/")
+        self.model = _setting(model, MODEL_ENV, "chat model name")
+        self.api_key = api_key or os.environ.get(API_KEY_ENV) or "none"
+        self.timeout_s = float(timeout_s)
+        self.max_tokens = max_tokens
+        self.cache_size = cache_size
+        self.calls = 0
+        self.cache_hits = 0
+        self._cache: OrderedDict[str, Any] = OrderedDict()
+        self._lock = threading.Lock()
+        self._client: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_lock": None, "_client": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, _lock=threading.Lock())
+
+    def __repr__(self) -> str:
+        return f"ChatClient({self.base_url!r}, {self.model!r}, timeout_s={self.timeout_s})"
+
+    def complete(
+        self,
+        messages: Sequence[Mapping[str, str]],
+        parse: Callable[[str], T],
+        *,
+        json_mode: bool = False,
+    ) -> T:
+        """``parse`` of the model's reply to ``messages`` (from the cache when it was asked before).
+
+        Args:
+            messages: The chat messages (``role``, ``content``).
+            parse: Turns the reply's text into the result; raises
+                :class:`~feedbackgym.errors.ReplyError` for a reply it rejects.
+            json_mode: Ask the server for a JSON object (``response_format``).
+
+        Raises:
+            ChatError: The server failed, timed out or could not be reached.
+            ReplyError: The reply has no text, or ``parse`` rejected it.
+            DependencyNotInstalled: ``openai`` is not installed.
+        """
+        key = _dumps([json_mode, list(messages)])
+        with self._lock:
+            if key in self._cache:
+                self._cache.move_to_end(key)
+                self.cache_hits += 1
+                return self._cache[key]
+        result = parse(self.reply(messages, json_mode=json_mode))
+        if self.cache_size:
+            with self._lock:
+                self._cache[key] = result
+                while len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
+        return result
+
+    def models(self) -> list[str]:
+        """The model names the server lists (``GET /models``): a cheap check that it answers.
+
+        Raises:
+            ChatError: The server failed, timed out or could not be reached.
+        """
+        return [model.id for model in self._call(lambda client: client.models.list())]
+
+    def reply(self, messages: Sequence[Mapping[str, str]], *, json_mode: bool = False) -> str:
+        """The model's reply to ``messages`` (no cache).
+
+        Raises:
+            ChatError: The server failed, timed out or could not be reached.
+            ReplyError: The reply has no text.
+        """
+        extra: dict[str, Any] = {"response_format": {"type": "json_object"}} if json_mode else {}
+        self.calls += 1
+        response = self._call(
+            lambda client: client.chat.completions.create(
+                model=self.model,
+                messages=list(messages),
+                temperature=0.0,
+                max_tokens=self.max_tokens,
+                **extra,
+            )
+        )
+        choices = getattr(response, "choices", None)
+        content = choices[0].message.content if choices else None
+        if not isinstance(content, str):
+            raise ReplyError(f"{self.base_url}: the reply has no text")
+        return content
+
+    def _call(self, request: Callable[[Any], T]) -> T:
+        """``request(openai_client)``, with the client's failures as :class:`ChatError`."""
+        openai = _openai()
+        if self._client is None:
+            self._client = openai.OpenAI(
+                base_url=self.base_url,
+                api_key=self.api_key,
+                timeout=self.timeout_s,
+                max_retries=0,
+            )
+        try:
+            return request(self._client)
+        except openai.APITimeoutError:
+            raise ChatError(f"{self.base_url}: no reply within {self.timeout_s:g} s") from None
+        except openai.APIStatusError as error:
+            raise ChatError(
+                f"{self.base_url}: HTTP {error.status_code}: {str(error.message)[:200]}"
+            ) from None
+        except openai.APIError as error:
+            raise ChatError(f"{self.base_url}: {type(error).__name__}: {error}") from None
+
+    def close(self) -> None:
+        """Closes the connection (a later call opens a new one)."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
+# --- the generators -------------------------------------------------------------------------
+
+
+def _subgoal_lines(library: Sequence[Subgoal], progress: Mapping[str, bool], done: str) -> str:
+    return "\n".join(
+        f"- {sg.id}: {sg.description}"
+        + (f" [requires {', '.join(sg.requires)}]" if sg.requires else "")
+        + (f" - {done}" if progress.get(sg.id) else f" - not {done}")
+        for sg in library
+    )
+
+
+class _LLMGenerator:
+    """What the LLM guide and reviewer share: the client, the template, counting misses."""
+
+    template_name: ClassVar[str]
+
+    def __init__(
+        self,
+        base_url: str | None,
+        model: str | None,
+        *,
+        template: str | os.PathLike[str] | None,
+        timeout_s: float,
+        cache_size: int,
+        api_key: str | None,
+    ) -> None:
+        self.client = ChatClient(
+            base_url, model, api_key=api_key, timeout_s=timeout_s, cache_size=cache_size
+        )
+        self.template = PromptTemplate.load(template or self.template_name)
+        self.failures: Counter[str] = Counter()
+        """Misses by cause: ``"server"`` (failed, timed out, unreachable) or ``"reply"``."""
+
+    @property
+    def misses(self) -> int:
+        """Calls that gave no feedback because the server or its reply failed."""
+        return sum(self.failures.values())
+
+    def _ask(self, messages: list[dict[str, str]], parse: Callable[[str], T]) -> T | None:
+        try:
+            return self.client.complete(messages, parse, json_mode=True)
+        except (ChatError, ReplyError) as error:
+            cause = "server" if isinstance(error, ChatError) else "reply"
+            self.failures[cause] += 1
+            if self.misses % WARN_EVERY == 1:
+                logger.warning(
+                    "%s: no feedback (%d misses so far: %s): %s",
+                    type(self).__name__,
+                    self.misses,
+                    dict(self.failures),
+                    error,
+                )
+            return None
+
+    def close(self) -> None:
+        """Closes the client's connection."""
+        self.client.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.client.base_url!r}, {self.client.model!r})"
+
+
+class LLMGuide(_LLMGenerator):
+    """A guide that asks a chat model which subgoals to pursue next.
+
+    The model sees the subgoal library with progress, the text observation
+    (when there is one) and the request as JSON, and answers
+    ``{"subgoal_ids": [...]}`` (:class:`GuideAnswer`): ids of subgoals not yet
+    done, at most ``lookahead``, first one first (none: no hint). The hint's
+    words come from the library, so a model can name subgoals but never write
+    an action into a hint. The prompt leaves out the step, so requests that
+    differ only in it share a cache entry.
+
+    It runs off the step (it is not ``inline``): give the wrapper a
+    ``deadline_ms`` the model can meet.
+
+    Args:
+        base_url: The chat API's base URL (default ``$FEEDBACKGYM_LLM_BASE_URL``).
+        model: The model name (default ``$FEEDBACKGYM_LLM_MODEL``).
+        template: A prompt template file (default: the built-in ``guide``).
+        timeout_s: How long a call waits for the reply.
+        lookahead: Most subgoals a hint names, unless the request's
+            ``options["lookahead"]`` says otherwise.
+        cache_size: Parsed replies kept.
+        api_key: For servers that want one (default ``$FEEDBACKGYM_LLM_API_KEY``).
+
+    Example:
+        >>> import gymnasium as gym, feedbackgym
+        >>> from feedbackgym.wrappers import AddGuide
+        >>> guide = LLMGuide("http://127.0.0.1:8000/v1", "qwen2.5-0.5b-instruct")
+        >>> env = AddGuide(gym.make("feedbackgym/OpsIncidentEasy-v0"), guide=guide,
+        ...                deadline_ms=5000)
+    """
+
+    template_name = "guide"
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        model: str | None = None,
+        *,
+        template: str | os.PathLike[str] | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        lookahead: int = 2,
+        cache_size: int = 1024,
+        api_key: str | None = None,
+    ) -> None:
+        if lookahead < 1:
+            raise ConfigError(f"lookahead must be at least 1, got {lookahead}")
+        super().__init__(
+            base_url,
+            model,
+            template=template,
+            timeout_s=timeout_s,
+            cache_size=cache_size,
+            api_key=api_key,
+        )
+        self.lookahead = lookahead
+
+    def messages(self, request: GuideRequest) -> list[dict[str, str]]:
+        """The chat messages asking for ``request``'s hint."""
+        data = request.to_dict()
+        del data["step"]  # the answer does not depend on it
+        return self.template.messages(
+            task=request.task or "(not named)",
+            subgoals=_subgoal_lines(request.library, request.progress, "done"),
+            observation=f"Current observation:\n{request.text}\n" if request.text else "",
+            lookahead=str(self._lookahead(request)),
+            request=_dumps({"kind": "hint", **data}),
+        )
+
+    def parse(self, content: str, request: GuideRequest) -> Hint | None:
+        """The hint a reply gives for ``request`` (``None`` for no subgoal).
+
+        Raises:
+            ReplyError: The reply is off the schema, or names unknown, done,
+                repeated or too many subgoals.
+        """
+        return self._hint(self._answer(content, request), request)
+
+    def hint(self, request: GuideRequest) -> Hint | None:
+        """Asks the model; ``None`` (a counted miss) when the server or its reply failed."""
+        answer = self._ask(self.messages(request), lambda content: self._answer(content, request))
+        return None if answer is None else self._hint(answer, request)
+
+    def _lookahead(self, request: GuideRequest) -> int:
+        return int(request.options.get("lookahead", self.lookahead))
+
+    def _answer(self, content: str, request: GuideRequest) -> GuideAnswer:
+        try:
+            answer = GuideAnswer.model_validate(json_object(content))
+        except ValidationError as error:
+            raise ReplyError(f"the reply is off the guide schema: {_first(error)}") from None
+        ids = answer.subgoal_ids
+        known = {sg.id for sg in request.library}
+        if unknown := [i for i in ids if i not in known]:
+            raise ReplyError(f"the reply names unknown subgoals {unknown}")
+        if done := [i for i in ids if request.progress.get(i)]:
+            raise ReplyError(f"the reply names subgoals already done: {done}")
+        if len(set(ids)) != len(ids) or len(ids) > self._lookahead(request):
+            raise ReplyError(
+                f"the reply names {len(ids)} subgoals (repeats or more than "
+                f"{self._lookahead(request)}): {list(ids)}"
+            )
+        return answer
+
+    @staticmethod
+    def _hint(answer: GuideAnswer, request: GuideRequest) -> Hint | None:
+        if not answer.subgoal_ids:
+            return None
+        return hint_for(request.library, answer.subgoal_ids, request.step)
+
+
+class LLMReviewer(_LLMGenerator):
+    r"""A reviewer that asks a chat model to critique a finished episode's window.
+
+    The model sees the subgoals (reached or not), each step of the window
+    (action, reward, subgoals done after it) and the request as JSON, and
+    answers a :class:`ReviewAnswer`: a summary, a score in [0, 1], reusable
+    stretches (each reaching a subgoal) and steps to explore again with what
+    to try there. Steps must lie in the window and ids in the library. The
+    review carries no per-step credit (the ``credit`` channel stays empty)
+    and never an expert action.
+
+    It runs off the step (it is not ``inline``): a review not ready when its
+    episode ends lands later, with ``review_episode`` naming its episode.
+
+    Args:
+        base_url: The chat API's base URL (default ``$FEEDBACKGYM_LLM_BASE_URL``).
+        model: The model name (default ``$FEEDBACKGYM_LLM_MODEL``).
+        template: A prompt template file (default: the built-in ``review``).
+        timeout_s: How long a call waits for the reply.
+        cache_size: Parsed replies kept.
+        api_key: For servers that want one (default ``$FEEDBACKGYM_LLM_API_KEY``).
+
+    Example:
+        >>> from feedbackgym.core import StepRecord
+        >>> lib = (Subgoal("a", "reach A", bool),)
+        >>> request = ReviewRequest((StepRecord(0, 1, 0.0, ("a",)),), lib, success=True)
+        >>> reply = ('{"summary": "Done.", "score": 1, "reusable": '
+        ...          '[{"start": 0, "end": 0, "subgoal_id": "a"}], "reexplore": []}')
+        >>> LLMReviewer("http://127.0.0.1:8000/v1", "m").parse(reply, request).text
+        'Review of your last attempt (score 1.00): Done.\n- Reuse steps 0-0: they reached a.'
+    """
+
+    template_name = "review"
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        model: str | None = None,
+        *,
+        template: str | os.PathLike[str] | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        cache_size: int = 1024,
+        api_key: str | None = None,
+    ) -> None:
+        super().__init__(
+            base_url,
+            model,
+            template=template,
+            timeout_s=timeout_s,
+            cache_size=cache_size,
+            api_key=api_key,
+        )
+
+    def messages(self, request: ReviewRequest) -> list[dict[str, str]]:
+        """The chat messages asking for ``request``'s review.
+
+        Raises:
+            ValueError: The window is empty.
+        """
+        records = request.records
+        if not records:
+            raise ValueError("a review needs at least one step")
+        steps = "\n".join(
+            f"{r.step}: {r.action_text or r.action} -> {r.reward:g}, done: "
+            + (", ".join(r.done_ids) or "none")
+            + (" (flagged harmful)" if r.harmful else "")
+            for r in records
+        )
+        return self.template.messages(
+            task=request.task or "(not named)",
+            result="succeeded" if request.success else "did not succeed",
+            outcome=request.outcome or "not given",
+            subgoals=_subgoal_lines(request.library, request.progress, "reached"),
+            first=str(records[0].step),
+            last=str(records[-1].step),
+            steps=steps,
+            request=_dumps({"kind": "review", **request.to_dict()}),
+        )
+
+    def parse(self, content: str, request: ReviewRequest) -> Review:
+        """The review a reply gives for ``request``.
+
+        Raises:
+            ReplyError: The reply is off the schema, or names steps outside the
+                window or unknown subgoals.
+        """
+        try:
+            answer = ReviewAnswer.model_validate(json_object(content))
+        except ValidationError as error:
+            raise ReplyError(f"the reply is off the review schema: {_first(error)}") from None
+        first, last = request.records[0].step, request.records[-1].step
+        known = {sg.id for sg in request.library}
+        for segment in answer.reusable:
+            if not first <= segment.start <= segment.end <= last:
+                raise ReplyError(
+                    f"reusable steps {segment.start}-{segment.end} are not in {first}-{last}"
+                )
+            if segment.subgoal_id not in known:
+                raise ReplyError(f"reusable steps name unknown subgoal {segment.subgoal_id!r}")
+        for point in answer.reexplore:
+            if not first <= point.step <= last:
+                raise ReplyError(f"re-explore step {point.step} is not in {first}-{last}")
+        return Review(
+            window=(first, last),
+            reusable=tuple(ReusableSegment(s.start, s.end, s.subgoal_id) for s in answer.reusable),
+            reexplore=tuple(
+                ReexplorePoint(p.step, p.state, p.suggestion, p.reason) for p in answer.reexplore
+            ),
+            summary=answer.summary,
+            score=answer.score,
+            success=request.success,
+        )
+
+    def review(self, request: ReviewRequest) -> Review | None:
+        """Asks the model; ``None`` (a counted miss) when the server or its reply failed."""
+        return self._ask(self.messages(request), lambda content: self.parse(content, request))
+
+
+def _first(error: ValidationError) -> str:
+    """The first problem pydantic found, in one line."""
+    problem = error.errors()[0]
+    where = ".".join(str(part) for part in problem["loc"]) or "the object"
+    return f"{where}: {problem['msg']}"
