@@ -146,7 +146,7 @@ def test_a_torch_run_refuses_a_network_it_cannot_build(tmp_path):
 def test_the_train_command_runs_the_torch_trainer(tmp_path):
     out = tmp_path / "cli"
     args = ["train", "--env", "feedbackgym/OpsIncidentEasy-v0", "--steps", "1024"]
-    args += ["--trainer", "torch", "--device", "cpu", "--env-workers", "1"]
+    args += ["--trainer", "torch", "--device", "cpu", "--env-workers", "1", "--overlap-update"]
     args += ["--out", str(out), "--gamma", "0.95"]
     result = subprocess.run(
         [sys.executable, "-m", "feedbackgym", *args], capture_output=True, text=True, timeout=300
@@ -155,6 +155,7 @@ def test_the_train_command_runs_the_torch_trainer(tmp_path):
     assert json.loads(result.stdout.splitlines()[0])["timesteps"] == 1024
     saved = RunConfig.from_json((out / "config.json").read_text())
     assert saved.arm_config(saved.feedback).shaping.gamma == 0.95 and saved.env_workers == 1
+    assert saved.overlap_update
     refused = subprocess.run(
         [sys.executable, "-m", "feedbackgym", *args[:-2], "--device", "cuda:7"],
         capture_output=True,
