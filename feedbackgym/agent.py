@@ -305,7 +305,10 @@ def _text_env(env_id: str, env_kwargs: Mapping[str, Any]) -> gym.Env[Any, Any]:
     Raises:
         FeedbackGymError: The env has no text observation or no action words.
     """
-    env = gym.make(env_id, **{"obs_mode": "text", **env_kwargs})
+    try:
+        env = gym.make(env_id, **{"obs_mode": "text", **env_kwargs})
+    except TypeError as error:  # no obs_mode, or another unknown keyword
+        raise FeedbackGymError(f"{env_id} cannot be made for an LLM agent: {error}") from None
     space = env.observation_space
     has_text = isinstance(space, spaces.Text) or (
         isinstance(space, spaces.Dict) and "text" in space.spaces
