@@ -367,7 +367,7 @@ def run_agent(
         >>> client = ChatClient("http://127.0.0.1:9/v1", "m", timeout_s=0.5)
         >>> [r.fallbacks == r.length for r in run_agent(
         ...     "feedbackgym/OpsIncidentEasy-v0", client, episodes=1, retries=0,
-        ...     env_kwargs={"max_steps": 3})]  # no server there: every step falls back
+        ...     env_kwargs={"max_episode_steps": 3})]  # no server there: every step falls back
         [True]
     """
     from feedbackgym.wrappers import AddGuide, AddReview, RecordTrajectories
