@@ -9,6 +9,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from feedbackgym.envs.base import VALIDATION_SEED_START
+from feedbackgym.experts import held_out_seeds
 from feedbackgym.protocol import (
     ENV_REWARD,
     IS_SUCCESS,
@@ -44,17 +46,17 @@ class Evaluation:
         return self.success - self.success_unguided
 
 
-FALLBACK_SEED_START = 10_000_000
-"""Validation seeds of envs without held-out seeds of their own start here."""
-
-
 def validation_seeds(env: gym.Env[Any, Any], count: int) -> list[int]:
-    """The env's held-out ``validation_seeds``, or a fixed high range when it has none."""
+    """The first ``count`` held-out seeds (:func:`~feedbackgym.experts.held_out_seeds`).
+
+    A third-party env without ``validation_seeds`` is validated on seeds from
+    :data:`~feedbackgym.envs.base.VALIDATION_SEED_START` on, which training
+    seeds stay below.
+    """
     try:
-        seeds = list(env.get_wrapper_attr("validation_seeds"))
-    except AttributeError:
-        seeds = list(range(FALLBACK_SEED_START, FALLBACK_SEED_START + count))
-    return seeds[:count]
+        return list(held_out_seeds(env))[:count]
+    except ValueError:
+        return list(range(VALIDATION_SEED_START, VALIDATION_SEED_START + count))
 
 
 def _play(

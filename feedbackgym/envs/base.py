@@ -10,6 +10,7 @@ from feedbackgym.core import SubgoalTracker
 from feedbackgym.errors import FeedbackGymError
 
 __all__ = [
+    "DEFAULT_VALIDATION_SEEDS",
     "OBS_MODES",
     "TRAIN_SEED_LIMIT",
     "VALIDATION_SEED_START",
@@ -44,13 +45,28 @@ def validation_seed_blocks(difficulties: tuple[str, ...]) -> dict[str, tuple[int
     }
 
 
+DEFAULT_VALIDATION_SEEDS: tuple[int, ...] = validation_seed_blocks(("default",))["default"]
+"""The held-out seeds of an env without difficulties: the first block."""
+
+
 class SuiteEnv(gym.Env[Any, int]):
-    """Base of the suite's envs: text/vector observations, an ANSI render.
+    """Base of the suite's envs: text/vector observations, an ANSI render, held-out seeds.
 
     Subclasses call :meth:`_set_common_args` early in their constructor.
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
+
+    @property
+    def validation_seeds(self) -> tuple[int, ...]:
+        """The held-out seeds that validation plays (and ``datasets make --split validation``).
+
+        Every one is at least :data:`VALIDATION_SEED_START`, so no training seed
+        (below :data:`TRAIN_SEED_LIMIT`) is one. Envs with difficulties hold a
+        block per difficulty (:func:`validation_seed_blocks`); the others
+        :data:`DEFAULT_VALIDATION_SEEDS`.
+        """
+        return DEFAULT_VALIDATION_SEEDS
 
     def _set_common_args(self, *, obs_mode: str, max_steps: int, render_mode: str | None) -> None:
         """Checks and sets ``obs_mode``, ``max_steps`` and ``render_mode``.

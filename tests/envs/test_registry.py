@@ -130,3 +130,28 @@ def test_close_twice_and_vector_env(spec):
     obs, *_ = envs.step(np.array([0, 1]))
     assert all(value.shape[0] == 2 for value in obs.values())  # every key is batched
     envs.close()
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=[s.id for s in SPECS])
+def test_every_id_holds_out_validation_seeds_no_training_seed_reaches(spec):
+    from feedbackgym.baselines.evaluation import validation_seeds
+    from feedbackgym.envs.base import TRAIN_SEED_LIMIT
+    from feedbackgym.experts import held_out_seeds
+
+    env = _make(spec, "vector")
+    try:
+        seeds = held_out_seeds(env)  # what `datasets make --split validation` plays
+        assert len(seeds) >= 30 and len(set(seeds)) == len(seeds)
+        assert min(seeds) >= TRAIN_SEED_LIMIT
+        assert validation_seeds(env, 30) == list(seeds[:30])  # what the runner validates on
+    finally:
+        env.close()
+
+
+def test_a_third_party_env_is_validated_on_seeds_above_every_training_seed():
+    from feedbackgym.baselines.evaluation import validation_seeds
+    from feedbackgym.envs.base import VALIDATION_SEED_START
+
+    env = gym.make("CartPole-v1")
+    assert validation_seeds(env, 3) == [VALIDATION_SEED_START + k for k in range(3)]
+    env.close()

@@ -8,8 +8,8 @@ sandbox starts when an env is made.
 
 from __future__ import annotations
 
-from feedbackgym.envs.base import TRAIN_SEED_LIMIT, VALIDATION_SEED_START, validation_seed_blocks
-from feedbackgym.envs.code.env import OBS_MODES, CodeFixEnv
+from feedbackgym.envs.base import TRAIN_SEED_LIMIT, VALIDATION_SEED_START
+from feedbackgym.envs.code.env import OBS_MODES, VALIDATION_SEEDS, CodeFixEnv
 from feedbackgym.envs.code.families import FAMILIES
 from feedbackgym.envs.code.generator import DIFFICULTIES
 from feedbackgym.envs.code.sandbox import SANDBOXES
@@ -24,6 +24,3 @@ __all__ = [
     "VALIDATION_SEED_START",
     "CodeFixEnv",
 ]
-
-VALIDATION_SEEDS: dict[str, tuple[int, ...]] = validation_seed_blocks(DIFFICULTIES)
-"""100 held-out seeds per difficulty."""

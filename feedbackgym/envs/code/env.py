@@ -8,7 +8,7 @@ import numpy as np
 from gymnasium import spaces
 
 from feedbackgym.core import Subgoal, SubgoalTracker
-from feedbackgym.envs.base import OBS_MODES, TrackedEnv
+from feedbackgym.envs.base import OBS_MODES, TrackedEnv, validation_seed_blocks
 from feedbackgym.envs.code.actions import (
     EDIT,
     KINDS,
@@ -47,7 +47,10 @@ from feedbackgym.envs.code.text import (
 )
 from feedbackgym.errors import FeedbackGymError, SandboxError
 
-__all__ = ["OBS_MODES", "RESULTS", "CodeFixEnv"]
+__all__ = ["OBS_MODES", "RESULTS", "VALIDATION_SEEDS", "CodeFixEnv"]
+
+VALIDATION_SEEDS: dict[str, tuple[int, ...]] = validation_seed_blocks(DIFFICULTIES)
+"""100 held-out seeds per difficulty."""
 
 RESULTS: tuple[str, ...] = ("none", "info", "pass", "fail", "edited", "no_effect", "missing")
 """What an action came to, in the order of the ``last_result`` observation."""
@@ -267,6 +270,11 @@ class CodeFixEnv(TrackedEnv[CodeState]):
         state = self._state
         lines = {name: len(code) for name, code in state.code.items()} if state else {}
         return parse_action(action, state.project if state else None, lines)
+
+    @property
+    def validation_seeds(self) -> tuple[int, ...]:
+        """This difficulty's held-out seeds (:data:`feedbackgym.envs.code.VALIDATION_SEEDS`)."""
+        return VALIDATION_SEEDS[self.difficulty]
 
     @property
     def subgoals(self) -> list[Subgoal]:
