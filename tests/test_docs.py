@@ -65,6 +65,20 @@ def test_control_doc_examples_run():
         assert result.returncode == 0, result.stderr
 
 
+def test_generator_and_agent_doc_examples_run():
+    outputs = []
+    for doc in ("generators.md", "agent.md"):
+        for block in _blocks("python", (ROOT / "docs" / doc).read_text()):
+            result = subprocess.run(
+                [sys.executable, "-c", block], capture_output=True, text=True, timeout=120, cwd=ROOT
+            )
+            assert result.returncode == 0, result.stderr
+            outputs.append(result.stdout)
+    assert "5 of 5 subgoals reached (resolved)" in outputs[0]  # a reviewer of your own
+    assert outputs[-1].count(" success ") == 2  # the agent against the stand-in server
+    assert "Reviews of your earlier attempts" in outputs[-1]
+
+
 def test_benchmark_script_runs():
     result = subprocess.run(
         [sys.executable, "benchmarks/ops_step.py", "--steps", "300", "--repeats", "1"],
