@@ -59,4 +59,4 @@ def test_a_guarded_import_names_the_extra_that_installs_it(where, names, extra):
 
 def test_every_runtime_extra_has_a_guarded_import_naming_it():
     named = {extra for _, _, extra in CALLS}
-    assert set(RUNTIME_EXTRAS) - {"llm"} <= named  # llm: for the LLM generators to come
+    assert set(RUNTIME_EXTRAS) <= named
