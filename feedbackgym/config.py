@@ -320,11 +320,22 @@ class ShapingConfig(_Section):
         scale: Potential of a finished task (0: no shaping).
         terminal: Potential of a terminal state: ``"keep"``, ``"zero"`` or
             ``"zero_on_harm"``.
+        clip: The range ``[low, high]`` the reward (env reward plus shaping) is
+            clipped to, so an outlier cannot break training (``None``: no clip).
+            The default is wide of every reward the suite's envs give.
     """
 
     gamma: float = Field(0.99, gt=0.0, le=1.0)
     scale: float = Field(1.0, ge=0.0)
     terminal: Literal["zero", "keep", "zero_on_harm"] = "keep"
+    clip: tuple[float, float] | None = (-10.0, 10.0)
+
+    @field_validator("clip")
+    @classmethod
+    def _ordered(cls, clip: tuple[float, float] | None) -> tuple[float, float] | None:
+        if clip is not None and not clip[0] < clip[1]:
+            raise ValueError(f"clip must be [low, high] with low < high, got {list(clip)}")
+        return clip
 
 
 class ExploreConfig(_Section):

@@ -192,6 +192,7 @@ class FadeGuideToReview(
             self._shaping.set_shaping(
                 gamma=shaping.gamma, scale=shaping.scale, terminal=shaping.terminal
             )
+            self._shaping.set_clip(shaping.clip)
         if self._explore is not None:
             self._explore.set_bonus(**bonus_kwargs(config.explore))
 

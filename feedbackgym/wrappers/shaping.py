@@ -8,7 +8,13 @@ import gymnasium as gym
 
 from feedbackgym.config import ShapingConfig
 
-__all__ = ["TERMINAL_MODES", "ShapeWithSubgoals", "checked_gamma", "checked_terminal"]
+__all__ = [
+    "TERMINAL_MODES",
+    "ShapeWithSubgoals",
+    "checked_clip",
+    "checked_gamma",
+    "checked_terminal",
+]
 
 _DEFAULTS = ShapingConfig()
 """The shaping's defaults live in the config (:class:`~feedbackgym.config.ShapingConfig`)."""
@@ -37,6 +43,20 @@ def checked_terminal(terminal: str) -> str:
     if terminal not in TERMINAL_MODES:
         raise ValueError(f"terminal must be one of {', '.join(TERMINAL_MODES)}, got {terminal!r}")
     return terminal
+
+
+def checked_clip(clip: tuple[float, float] | None) -> tuple[float, float] | None:
+    """``clip`` as a pair of floats ``(low, high)`` with ``low < high``, or ``None``.
+
+    Raises:
+        ValueError: It is not such a pair.
+    """
+    if clip is None:
+        return None
+    low, high = (float(bound) for bound in clip)
+    if not low < high:
+        raise ValueError(f"clip must be (low, high) with low < high, got {tuple(clip)}")
+    return low, high
 
 
 class ShapeWithSubgoals(
@@ -68,6 +88,11 @@ class ShapeWithSubgoals(
     The env reward and the shaping term are reported apart in
     ``info["env_reward"]`` and ``info["shaping_reward"]``.
 
+    The reward returned (env reward plus shaping) is clipped to ``clip``, so an
+    outlier cannot break training; a step whose reward was clipped says so in
+    ``info["reward_clipped"]`` (the default range is wide of every reward the
+    suite's envs give; ``None``: no clip).
+
     Example:
         >>> import gymnasium as gym, feedbackgym
         >>> env = ShapeWithSubgoals(gym.make("feedbackgym/OpsIncidentEasy-v0"), gamma=1.0)
@@ -86,11 +111,19 @@ class ShapeWithSubgoals(
         scale: float = _DEFAULTS.scale,
         *,
         terminal: str = _DEFAULTS.terminal,
+        clip: tuple[float, float] | None = _DEFAULTS.clip,
     ) -> None:
-        gym.utils.RecordConstructorArgs.__init__(self, gamma=gamma, scale=scale, terminal=terminal)
+        gym.utils.RecordConstructorArgs.__init__(
+            self, gamma=gamma, scale=scale, terminal=terminal, clip=clip
+        )
         gym.Wrapper.__init__(self, env)
         self.set_shaping(gamma=gamma, scale=scale, terminal=terminal)
+        self.set_clip(clip)
         self._potential = 0.0
+
+    def set_clip(self, clip: tuple[float, float] | None) -> None:
+        """Changes the range the reward is clipped to (``None``: no clip); for hot reload."""
+        self.clip = checked_clip(clip)
 
     def set_shaping(self, *, gamma: float, scale: float, terminal: str | None = None) -> None:
         """Changes γ, the potential's scale and (if given) the terminal mode.
@@ -130,4 +163,8 @@ class ShapeWithSubgoals(
         self._potential = next_potential
         info["env_reward"] = float(reward)
         info["shaping_reward"] = shaping
-        return obs, float(reward) + shaping, terminated, truncated, info
+        total = float(reward) + shaping
+        if self.clip is not None and not self.clip[0] <= total <= self.clip[1]:
+            total = min(max(total, self.clip[0]), self.clip[1])
+            info["reward_clipped"] = True
+        return obs, total, terminated, truncated, info

@@ -83,3 +83,41 @@ def test_bad_arguments_and_runtime_change():
         env.set_shaping(gamma=0.0, scale=1.0)
     with pytest.raises(ValueError, match="scale"):
         ShapeWithSubgoals(env, scale=-1)
+
+
+def test_the_reward_is_clipped_to_the_range_and_says_so():
+    env = ShapeWithSubgoals(gym.make("feedbackgym/OpsIncidentEasy-v0"), clip=(-0.25, 0.25))
+    _, _, env_rewards, rewards, terminated, info = _episode(
+        env, 0, lambda e: e.unwrapped.expert_action()
+    )
+    assert terminated and info["is_success"]
+    assert env_rewards[-1] == 1.0 and rewards[-1] == 0.25  # the env's own reward kept in info
+    assert info["reward_clipped"] and rewards.max() <= 0.25
+    default = ShapeWithSubgoals(gym.make("feedbackgym/OpsIncidentEasy-v0"))
+    _, terms, env_rewards, rewards, _, info = _episode(
+        default, 0, lambda e: e.unwrapped.expert_action()
+    )
+    assert rewards == pytest.approx(env_rewards + terms) and "reward_clipped" not in info
+    default.set_clip(None)
+    assert default.clip is None
+    for bad in ((1.0, 1.0), (2.0, -2.0)):
+        with pytest.raises(ValueError, match="low < high"):
+            ShapeWithSubgoals(gym.make("feedbackgym/OpsIncidentEasy-v0"), clip=bad)
+
+
+def test_the_config_s_clip_range_is_checked_and_a_followed_file_edits_it(tmp_path):
+    from feedbackgym.config import ConfigError, FeedbackConfig
+    from feedbackgym.control import FeedbackController
+
+    with pytest.raises(ConfigError, match="shaping.clip"):
+        FeedbackConfig.from_mapping({"shaping": {"clip": [1, -1]}})
+    path = tmp_path / "feedback.yaml"
+    path.write_text("schedule: {arm: guide-then-review+shaping}\n")
+    env = feedbackgym.make("feedbackgym/OpsIncidentEasy-v0", path)
+    controller = FeedbackController(path, envs=env)
+    controller.update(0)
+    assert env.get_wrapper_attr("clip") == (-10.0, 10.0)
+    path.write_text("schedule: {arm: guide-then-review+shaping}\nshaping: {clip: [-0.5, 0.5]}\n")
+    controller.update(1)
+    assert env.get_wrapper_attr("clip") == (-0.5, 0.5)
+    env.close()
