@@ -36,6 +36,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from feedbackgym.errors import ConfigError
+from feedbackgym.webhook import checked_webhook_url
 
 __all__ = [
     "ARM_PRESETS",
@@ -412,12 +413,20 @@ class AlertConfig(_Section):
         reading: ``"cumulative"`` or ``"each"``.
         floor: Falls count only from a mean of at least this magnitude, so that
             a mean going from a rare success back to 0 is not an alert (0: off).
+        webhook: An http(s) URL each alert is POSTed to as JSON, besides the log
+            warning (see :class:`feedbackgym.webhook.Webhook`; ``None``: none).
     """
 
     drop: float = Field(0.2, gt=0.0, lt=1.0)
     rounds: int = Field(3, ge=1)
     reading: Literal["cumulative", "each"] = "cumulative"
     floor: float = Field(0.1, ge=0.0)
+    webhook: str | None = None
+
+    @field_validator("webhook")
+    @classmethod
+    def _http_url(cls, webhook: str | None) -> str | None:
+        return None if webhook is None else checked_webhook_url(webhook)
 
 
 ARM_CHANNELS: dict[str, Any] = {

@@ -36,6 +36,7 @@ from typing import Any
 from feedbackgym.config import AlertConfig, ConfigWatcher, FeedbackConfig, RelianceConfig
 from feedbackgym.protocol import SET_FEEDBACK_STATE, FeedbackState, call_envs
 from feedbackgym.schedules import Schedule, schedule_from_config
+from feedbackgym.webhook import Webhook
 
 __all__ = ["FeedbackController", "RelianceRule", "RewardDropAlert"]
 
@@ -108,12 +109,14 @@ class RewardDropAlert:
     def from_config(
         cls, config: AlertConfig, hook: Callable[[int, str], None] | None = None
     ) -> RewardDropAlert:
-        """The alert a config's ``alert`` section describes.
+        """The alert a config's ``alert`` section describes (its ``webhook`` sends each alert).
 
         Example:
             >>> RewardDropAlert.from_config(AlertConfig(reading="each")).reading
             'each'
         """
+        if config.webhook is not None:
+            hook = _both(Webhook(config.webhook), hook)
         return cls(config.drop, config.rounds, hook, reading=config.reading, floor=config.floor)
 
     def state_dict(self) -> dict[str, Any]:
@@ -173,6 +176,19 @@ class RewardDropAlert:
         if self.hook is not None:
             self.hook(round_, message)
         return True
+
+
+def _both(
+    channel: Callable[[int, str], Any], hook: Callable[[int, str], None] | None
+) -> Callable[[int, str], None]:
+    """A hook that sends to ``channel``, then calls ``hook`` (if any)."""
+
+    def both(round_: int, message: str) -> None:
+        channel(round_, message)
+        if hook is not None:
+            hook(round_, message)
+
+    return both
 
 
 class RelianceRule:

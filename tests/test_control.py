@@ -299,3 +299,55 @@ def test_a_config_edit_of_the_dropout_restarts_the_reliance_rule(tmp_path):
     assert controller.update(1).config.guide.dropout == 0.6  # another field: the rule goes on
     _write(path, "guide: {dropout: 0.3, every: 2}\nreliance: {}\n")
     assert controller.update(2).config.guide.dropout == 0.3
+
+
+def test_the_alert_channel_sends_each_alert_to_the_webhook():
+    import http.server
+    import json
+    import threading
+
+    from feedbackgym.config import AlertConfig
+    from feedbackgym.control import RewardDropAlert
+    from feedbackgym.webhook import Webhook
+
+    received = []
+
+    class Endpoint(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 (http.server's name)
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            received.append((self.path, self.headers["Content-Type"], json.loads(body)))
+            self.send_response(200 if len(received) == 1 else 503)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Endpoint)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}/alerts"
+    try:
+        hooked = []
+        alert = RewardDropAlert.from_config(
+            AlertConfig(webhook=url), hook=lambda r, m: hooked.append(r)
+        )
+        channel = Webhook(url, timeout_s=5)
+        for round_, mean in enumerate([1.0, 0.9, 0.8, 0.7]):
+            alert.update(round_, mean)
+        assert alert.fired == [3] and hooked == [3]  # the user's hook still runs
+        for _ in range(100):  # the config's channel sends from a thread of its own
+            if received:
+                break
+            threading.Event().wait(0.05)
+        channel(4, "second").join()  # the endpoint answers 503 now: a failed send
+    finally:
+        server.shutdown()
+        server.server_close()
+    by_round = {body["round"]: (path, kind, body) for path, kind, body in received}
+    path, kind, body = by_round[3]
+    assert path == "/alerts" and kind == "application/json"
+    assert body["kind"] == "reward_drop" and "fell 3 rounds in a row" in body["message"]
+    assert sorted(by_round) == [3, 4] and (channel.sent, channel.failed) == (0, 1)
+    with pytest.raises(ConfigError, match="alert.webhook"):
+        FeedbackConfig.from_mapping({"alert": {"webhook": "ftp://example.org/x"}})
+    with pytest.raises(ValueError, match="timeout_s"):
+        Webhook(url, timeout_s=0)

@@ -26,6 +26,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "feedbackgym.errors",
         "feedbackgym.protocol",
         "feedbackgym.registration",
+        "feedbackgym.webhook",
     ),
     "feedback": ("feedbackgym.control", "feedbackgym.feedback", "feedbackgym.schedules"),
     "envs": ("feedbackgym.envs",),
