@@ -1,10 +1,13 @@
-"""The README's set-up commands and code blocks, and the docs' code blocks."""
+"""The README's set-up commands and code blocks, the docs' code blocks, links and site."""
 
+import importlib.util
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -35,18 +38,28 @@ def test_ci_runs_the_readme_test_command_and_nothing_else():
     assert ci_lines == [tests_command]
 
 
-def test_readme_python_examples_run():
+def _run_blocks(text):
     outputs = []
-    for block in _blocks("python"):
+    for block in _blocks("python", text):
         result = subprocess.run(
             [sys.executable, "-c", block], capture_output=True, text=True, timeout=120, cwd=ROOT
         )
         assert result.returncode == 0, result.stderr
         outputs.append(result.stdout)
+    return outputs
+
+
+def test_readme_python_examples_run():
+    outputs = _run_blocks(README)
     assert "resolved 1.0 True" in outputs[0]
     assert "Hint: first" in outputs[1] and "try to" in outputs[1]
-    trainer = outputs[2].splitlines()  # "Bring your own trainer": a phase per round
-    assert len(trainer) == 12 and trainer[0].split()[2] == "guide"
+
+
+def test_feedback_and_training_doc_examples_run():
+    feedback = _run_blocks((ROOT / "docs" / "feedback.md").read_text())
+    assert "Hint: first" in feedback[0] and "try to" in feedback[0]
+    trainer = _run_blocks((ROOT / "docs" / "training.md").read_text())[0].splitlines()
+    assert len(trainer) == 12 and trainer[0].split()[2] == "guide"  # "Bring your own trainer"
     assert trainer[-1].split()[2] == "review" and " reviews  0 " not in trainer[-1]
 
 
@@ -89,3 +102,46 @@ def test_benchmark_script_runs():
     )
     assert result.returncode == 0, result.stderr
     assert "CartPole-v1" in result.stdout and "OpsIncident-v0 (hard)" in result.stdout
+
+
+def _markdown_files():
+    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+def _local_links(text):
+    """Targets of the Markdown links and images in ``text`` that name a local file."""
+    text = re.sub(r"```.*?```", "", text, flags=re.S)  # code blocks hold no links
+    text = re.sub(r"`[^`\n]*`", "", re.sub(r"\[`([^`\]]*)`\]", r"[\1]", text))
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        path = target.split("#")[0]
+        if path and not re.match(r"[a-z][a-z0-9+.-]*:", path):
+            yield path
+
+
+@pytest.mark.parametrize("doc", _markdown_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_local_link_resolves(doc):
+    missing = [t for t in _local_links(doc.read_text()) if not (doc.parent / t).exists()]
+    assert not missing, f"{doc.relative_to(ROOT)} links to missing files: {missing}"
+
+
+def test_local_link_finder_sees_links_and_skips_code():
+    text = "[a](x.md#s) ![b](img/p.png) [`c`](d/) [w](https://e.org/f.md) `[g](h.md)`\n"
+    assert list(_local_links(text + "```\n[i](j.md)\n```\n")) == ["x.md", "img/p.png", "d/"]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mkdocs") is None, reason="the docs extra")
+def test_docs_site_builds_strict(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "-d", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    results = (tmp_path / "results" / "index.html").read_text()  # the README's Results section
+    readme_results = README.split("\n## Results\n")[1].split("\n## ")[0]
+    assert "readme:" not in results
+    assert results.count("<img ") == readme_results.count("![") > 0
+    assert (tmp_path / "api" / "wrappers" / "index.html").exists()
