@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import gymnasium as gym
 import numpy as np
 
+from feedbackgym.config import checked_source
 from feedbackgym.feedback.generators import OffStepCall
 from feedbackgym.feedback.sources import make_source
 from feedbackgym.wrappers.common import (
@@ -79,12 +80,12 @@ class FeedbackWrapper(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruct
         if deadline_ms <= 0:
             raise ValueError(f"deadline_ms must be positive, got {deadline_ms}")
         self.deadline_ms = deadline_ms
-        remote = make_source(source, deadline_ms=deadline_ms)
-        if remote is not None and generator is not None:
+        if generator is not None and checked_source(source) != "local":
             raise ValueError(
                 f"pass either a {self.kind} generator (in-process) or source={source!r} "
                 "(a service runs its own: feedbackgym serve-feedback --generator)"
             )
+        remote = make_source(source, deadline_ms=deadline_ms)
         self._remote = remote
         made = remote if remote is not None else (generator or built_in)()
         self._call = OffStepCall(made, "hint" if self.kind == "guide" else "review")
