@@ -9,6 +9,7 @@ Hint and review payloads stay in the store.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any, Unpack
 
@@ -66,7 +67,12 @@ def export_minari(
     if env is None:
         if not episodes[0].meta.env_spec:
             raise ValueError("the episodes carry no env spec: pass env=")
-        env = EnvSpec.from_json(episodes[0].meta.env_spec)
+        env, left_out = _rebuildable(EnvSpec.from_json(episodes[0].meta.env_spec))
+        if left_out and description is None:
+            description = (
+                f"feedbackgym trajectories from {store.path.name}, recorded through "
+                f"{', '.join(left_out)} (not in the env spec: it cannot be rebuilt from one)"
+            )
     buffers = [
         EpisodeBuffer(
             id=index,
@@ -90,6 +96,18 @@ def export_minari(
         description=description or f"feedbackgym trajectories from {store.path.name}",
         data_format="hdf5",
     )
+
+
+def _rebuildable(spec: EnvSpec) -> tuple[EnvSpec, list[str]]:
+    """``spec`` without the wrappers ``gym.make`` cannot rebuild (no arguments), and their names.
+
+    Such a wrapper (:class:`~feedbackgym.wrappers.WithSubgoals`, whose
+    predicates are code) adds to the info, not to the spaces, so the episodes
+    fit the env without it.
+    """
+    kept = tuple(w for w in spec.additional_wrappers if w.kwargs is not None)
+    left_out = [w.name for w in spec.additional_wrappers if w.kwargs is None]
+    return dataclasses.replace(spec, additional_wrappers=kept), left_out
 
 
 def _infos(episode: Episode) -> dict[str, np.ndarray]:

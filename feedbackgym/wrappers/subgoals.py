@@ -28,10 +28,7 @@ class SubgoalContext:
     env: Any
 
 
-class WithSubgoals(
-    gym.Wrapper[Any, Any, Any, Any],
-    gym.utils.RecordConstructorArgs,
-):
+class WithSubgoals(gym.Wrapper[Any, Any, Any, Any]):
     """Adds a subgoal library to any env, so guides and reviews work on it.
 
     Each predicate is called with a :class:`SubgoalContext` (obs, info and the
@@ -40,6 +37,11 @@ class WithSubgoals(
     library (found by ``env.get_wrapper_attr("subgoals")``). Optionally
     ``success`` sets ``info["is_success"]`` and ``expert`` gives the env an
     oracle for action-level suggestions.
+
+    Its predicates are code, so ``gym.make(env.spec)`` cannot rebuild it: its
+    entry in ``env.spec.additional_wrappers`` has no arguments (Gymnasium's mark
+    of a wrapper it cannot remake), and a Minari export of its episodes names
+    the base env (:func:`~feedbackgym.datasets.export_minari`).
 
     Example:
         >>> import gymnasium as gym
@@ -60,8 +62,7 @@ class WithSubgoals(
         success: Callable[[SubgoalContext], bool] | None = None,
         expert: Callable[[Any], Any] | None = None,
     ) -> None:
-        gym.utils.RecordConstructorArgs.__init__(self)
-        gym.Wrapper.__init__(self, env)
+        super().__init__(env)
         if not subgoals:
             raise ValueError("WithSubgoals needs at least one subgoal")
         self._library = list(subgoals)

@@ -33,3 +33,25 @@ def test_minari_reads_the_export(store_path):
     assert dataset.recover_environment().spec.id == "feedbackgym/OpsIncidentEasy-v0"
     with pytest.raises(ValueError, match="no episodes"):
         export_minari(store, "feedbackgym/empty-v0", round="nope")
+
+
+def test_a_store_of_a_third_party_env_with_subgoals_exports_its_base_env(store_path):
+    import gymnasium as gym
+
+    from feedbackgym.core import Subgoal
+    from feedbackgym.datasets import TrajectoryStore
+    from feedbackgym.wrappers import RecordTrajectories, WithSubgoals
+
+    lib = [Subgoal("right", "move right of -0.4", lambda c: c.obs[0] > -0.4)]
+    with TrajectoryStore(store_path) as store:
+        env = RecordTrajectories(WithSubgoals(gym.make("MountainCar-v0"), subgoals=lib), store)
+        env.reset(seed=0)
+        for _ in range(300):
+            if any(env.step(2)[2:4]):
+                break
+        env.close()
+        exported = export_minari(store, "feedbackgym/car-subgoals-v0", author="tests")
+    assert exported.total_episodes == 1
+    dataset = minari.load_dataset("feedbackgym/car-subgoals-v0")
+    assert dataset.recover_environment().spec.id == "MountainCar-v0"
+    assert "WithSubgoals" in dataset.storage.metadata["description"]  # what the spec left out
