@@ -8,11 +8,12 @@ Envs call into it from any thread (an asyncio program included) through
 while the current one is played.
 
 Envs hold a lease (:meth:`BrowserHost.acquire` / :meth:`BrowserHost.release`).
-When the last lease ends, the browser lingers for :data:`LINGER_S` seconds, so
+When the last lease ends, the browser lingers for :data:`LINGER_S` seconds
+(``FEEDBACKGYM_BROWSER_LINGER_S`` sets another; 0: it shuts down at once), so
 that closing one env and making the next (as tests and notebooks do) does not
-relaunch it, and then shuts down. A crashed or killed browser is relaunched on
-the next use. A forked child never touches its parent's browser: it starts its
-own.
+relaunch it, and then shuts down; :func:`close_browser` shuts it down now. A
+crashed or killed browser is relaunched on the next use. A forked child never
+touches its parent's browser: it starts its own.
 
 Chromium is Debian's, from ``FEEDBACKGYM_CHROMIUM`` (default
 ``/usr/bin/chromium``; see :mod:`feedbackgym.envs.web.executable`), launched
@@ -51,6 +52,7 @@ __all__ = [
     "CHROMIUM_ENV",
     "DEFAULT_CHROMIUM",
     "LAUNCH_FLAGS",
+    "LINGER_ENV",
     "OWNER_ENV",
     "BrowserError",
     "BrowserHost",
@@ -58,6 +60,8 @@ __all__ = [
     "PlaywrightError",
     "Route",
     "chromium_path",
+    "close_browser",
+    "linger_s",
     "sweep_browser_dirs",
     "wait",
 ]
@@ -78,7 +82,9 @@ LAUNCH_FLAGS: tuple[str, ...] = (
 )
 """Chromium flags: headless, no network chatter of its own."""
 LINGER_S = 5.0
-"""Seconds the browser stays up after the last lease ends."""
+"""Seconds the browser stays up after the last lease ends, unless :data:`LINGER_ENV` says."""
+LINGER_ENV = "FEEDBACKGYM_BROWSER_LINGER_S"
+"""The environment variable that sets the linger in seconds (0: shut down at once)."""
 CALL_TIMEOUT_S = 30.0
 """Longest wait for one browser call before it counts as a hang."""
 LAUNCH_TIMEOUT_S = 60.0
@@ -87,6 +93,36 @@ LAUNCH_TIMEOUT_S = 60.0
 
 class BrowserError(FeedbackGymError, RuntimeError):
     """Chromium or its Playwright driver failed: missing, crashed, closed or hung."""
+
+
+def linger_s() -> float:
+    """How long the browser stays up after the last env closes: :data:`LINGER_ENV`, or 5 s.
+
+    Raises:
+        ValueError: :data:`LINGER_ENV` is not a number >= 0.
+    """
+    text = os.environ.get(LINGER_ENV)
+    if text is None:
+        return LINGER_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise ValueError(f"{LINGER_ENV} must be a number of seconds >= 0, got {text!r}")
+    return value
+
+
+def close_browser() -> None:
+    """Shuts the process's Chromium down now, if it runs (envs still open relaunch it on use).
+
+    Example:
+        >>> close_browser()  # nothing runs: a no-op
+    """
+    with BrowserHost._lock:
+        host = BrowserHost._current
+    if host is not None and host.pid == os.getpid():
+        host.shutdown()
 
 
 def chromium_path() -> str:
@@ -152,10 +188,11 @@ class BrowserHost:
             return host
 
     def release(self) -> None:
-        """Ends a lease; the last one schedules shutdown after :data:`LINGER_S` seconds.
+        """Ends a lease; the last one schedules shutdown after :func:`linger_s` seconds.
 
         Never blocks, so it is safe from finalizers and from the loop thread.
         """
+        linger = linger_s()
         with self._lock:
             self._leases -= 1
             if self._leases > 0 or self._closed:
@@ -163,7 +200,7 @@ class BrowserHost:
             self._idle_generation += 1
             generation = self._idle_generation
         self._loop.call_soon_threadsafe(
-            self._loop.call_later, LINGER_S, self._shutdown_if_idle, generation
+            self._loop.call_later, linger, self._shutdown_if_idle, generation
         )
 
     def _shutdown_if_idle(self, generation: int) -> None:

@@ -161,3 +161,48 @@ def test_nothing_leaves_the_machine():
             "blocked"
         )
     env.close()
+
+
+LINGER_SCRIPT = textwrap.dedent(
+    """
+    import time
+    import gymnasium as gym
+    import feedbackgym
+    from feedbackgym.envs.web.browser import close_browser
+    from tests.envs.web.processes import browser_processes
+
+    def gone(timeout):
+        deadline = time.monotonic() + timeout
+        while browser_processes():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.1)
+        return True
+
+    env = gym.make("feedbackgym/WebForm-v0")
+    env.reset(seed=0)
+    env.close()
+    print("lingers" if not gone(2.0) else "gone", end=" ")
+    close_browser()
+    print("gone" if gone(10.0) else "lingers")
+    """
+)
+
+
+def test_the_browser_lingers_as_configured_and_closes_on_request():
+    def run(linger):
+        child = subprocess.run(
+            [sys.executable, "-c", LINGER_SCRIPT],
+            cwd=ROOT,
+            env={**os.environ, "FEEDBACKGYM_BROWSER_LINGER_S": linger},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert child.returncode == 0 or linger == "soon", child.stderr
+        return child
+
+    assert run("3600").stdout.split() == ["lingers", "gone"]  # close_browser ends it now
+    assert run("0").stdout.split() == ["gone", "gone"]  # no linger: gone with the last env
+    refused = run("soon")
+    assert refused.returncode != 0 and "FEEDBACKGYM_BROWSER_LINGER_S" in refused.stderr
