@@ -37,10 +37,22 @@ echo "min-versions: pins: $(tr '\n' ' ' <"$WORK/constraints.txt")"
 # files), so no build output lands in the checkout.
 mkdir "$WORK/src"
 git ls-files -z --cached --others --exclude-standard |
-    while IFS= read -r -d '' file; do [ -e "$file" ] && printf '%s\0' "$file"; done |
+    while IFS= read -r -d '' file; do if [ -e "$file" ]; then printf '%s\0' "$file"; fi; done |
     xargs -0 cp --parents -t "$WORK/src"
 
-"$PYTHON" -m venv "$WORK/venv"
+# Run as root, the comparison at the end runs as `nobody`, so the venv's interpreter must be
+# one that user can run (a Python under /root is not; asked through a shell, since setpriv's
+# own exec still has root's capabilities).
+BASE="$("$PYTHON" -c 'import sys; print(sys.executable)')"
+as_user=()
+if [ "$(id -u)" = 0 ]; then
+    as_user=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+    if ! "${as_user[@]}" /bin/sh -c '"$1" -c ""' sh "$BASE" 2>/dev/null; then
+        BASE=/usr/bin/python3
+        echo "min-versions: nobody cannot run $PYTHON; the venv uses $BASE"
+    fi
+fi
+"$BASE" -m venv "$WORK/venv"
 VENV_PYTHON="$WORK/venv/bin/python"
 "$VENV_PYTHON" -m pip install -q --upgrade pip
 # Without the extras the doctor must say the core is not ready, and name the fix.
@@ -58,10 +70,11 @@ names="$(cut -d= -f1 "$WORK/constraints.txt" | sed 's/[-_.]/[-_.]/g' | paste -sd
 "$VENV_PYTHON" -m pip list --format=freeze | grep -iE "^($names)=="
 "$WORK/venv/bin/feedbackgym" doctor
 
-# The core tests: the package, the ops suite, the wrappers, the store and the trainers
-# (never the web or code suites). CI unset: a test that needs Chromium or Docker skips.
-# Arguments go to that pytest (`--deselect ID`, `-x`).
+# The core tests of the copy: the package, the ops suite, the wrappers, the store and the
+# trainers (never the web or code suites). CI unset: a test that needs Chromium or Docker
+# skips. Arguments go to that pytest (`--deselect ID`, `-x`).
 export PATH="$WORK/venv/bin:$PATH"
+cd "$WORK/src"
 CI= "$VENV_PYTHON" -m pytest -q -p no:cacheprovider \
     tests/test_core.py tests/test_config.py tests/test_schedules.py tests/test_control.py \
     tests/test_import.py tests/test_cli.py tests/wrappers tests/envs/ops tests/datasets \
@@ -72,10 +85,8 @@ CI= "$VENV_PYTHON" -m pytest -q -p no:cacheprovider tests/envs/test_registry.py 
 # The main job's command, shortened to one seed of four rounds, by a user who is not root.
 RUN="$WORK/run"
 mkdir "$RUN"
-as_user=()
-if [ "$(id -u)" = 0 ]; then
+if ((${#as_user[@]})); then
     chown 65534:65534 "$RUN"
-    as_user=(setpriv --reuid=65534 --regid=65534 --clear-groups)
 fi
 (cd "$RUN" && "${as_user[@]}" env HOME="$RUN" "$WORK/venv/bin/feedbackgym" \
     compare --quick --seeds 1 --steps 4096 --jobs 1 --out "$RUN/compare")
