@@ -176,8 +176,12 @@ class BrowserEnv(SuiteEnv, ABC):
         """The goal text and the concrete strings it asks for (vocabulary value -> string)."""
 
     @abstractmethod
-    def _build_subgoals(self, instance: dict[str, Any]) -> list[Subgoal]:
-        """The subgoal library of ``instance``."""
+    def _build_subgoals(self, instance: dict[str, Any], snapshot: PageSnapshot) -> list[Subgoal]:
+        """The subgoal library of ``instance``, whose page starts as ``snapshot``."""
+
+    @abstractmethod
+    def _expert(self, state: WebState, snapshot: PageSnapshot, goal_fields: dict[str, str]) -> int:
+        """The oracle's next action index in a running episode."""
 
     @abstractmethod
     def _judge(self, state: WebState) -> Judgement:
@@ -252,6 +256,17 @@ class BrowserEnv(SuiteEnv, ABC):
         """Turns an index or text into a valid action index (see ``## Action Space``)."""
         return self._table.parse(action, self._resolve_text)
 
+    def expert_action(self) -> int:
+        """The oracle's next action index (it reads the page's state; never shown to agents).
+
+        It acts through the same action table as agents. Once the episode is
+        over it returns 0, which an autoresetting vector env ignores.
+        """
+        episode = self._require_episode()
+        if episode.over:
+            return 0
+        return self._expert(episode.state, episode.snapshot, episode.goal_fields)
+
     @property
     def subgoals(self) -> list[Subgoal]:
         """This episode's subgoal library, in prerequisite order."""
@@ -293,7 +308,7 @@ class BrowserEnv(SuiteEnv, ABC):
         goal, fields = self._goal(instance, snapshot)
         values = self._table.type_values + self._table.select_values
         state = WebState(instance=instance, app=snapshot.app, path=snapshot.path)
-        tracker = SubgoalTracker(self._build_subgoals(instance))
+        tracker = SubgoalTracker(self._build_subgoals(instance, snapshot))
         tracker.update(state)
         return _Episode(
             state=state,

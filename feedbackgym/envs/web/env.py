@@ -152,19 +152,6 @@ class WebEnv(BrowserEnv):
             prefetch=prefetch,
         )
 
-    def expert_action(self) -> int:
-        """The oracle's next action index (it reads the app's state; never shown to agents).
-
-        Once the episode is over it returns 0, which an autoresetting vector env ignores.
-        """
-        episode = self._require_episode()
-        if episode.over:
-            return 0
-        intent = self._task.expert(
-            episode.state.instance["goal"], episode.state.app, episode.snapshot
-        )
-        return resolve(intent, episode.snapshot, self._table)
-
     def _draw_instance(self) -> dict[str, Any]:
         return self._task.generate(self.np_random)
 
@@ -175,8 +162,12 @@ class WebEnv(BrowserEnv):
         goal = instance["goal"]
         return self._task.goal_text(goal), {v: v for v in sorted(self._task.goal_values(goal))}
 
-    def _build_subgoals(self, instance: dict[str, Any]) -> list[Subgoal]:
+    def _build_subgoals(self, instance: dict[str, Any], snapshot: PageSnapshot) -> list[Subgoal]:
         return self._task.subgoals(instance["goal"])
+
+    def _expert(self, state: WebState, snapshot: PageSnapshot, goal_fields: dict[str, str]) -> int:
+        intent = self._task.expert(state.instance["goal"], state.app, snapshot)
+        return resolve(intent, snapshot, self._table)
 
     def _judge(self, state: WebState) -> Judgement:
         terminated, outcome, success = self._task.judge(state.instance["goal"], state.app)

@@ -16,30 +16,12 @@ from typing import Any
 from feedbackgym.core import Subgoal
 from feedbackgym.envs.web.actions import ActionTable
 from feedbackgym.envs.web.base import IN_PROGRESS, BrowserEnv, Judgement, WebState
+from feedbackgym.envs.web.miniwob_tasks import MINIWOB_TASKS, succeeded
 from feedbackgym.envs.web.pages import DRIVER_JS, Site
 from feedbackgym.envs.web.snapshot import PageSnapshot
 from feedbackgym.errors import DependencyNotInstalled
 
 __all__ = ["MINIWOB_TASKS", "MiniWoBEnv"]
-
-MINIWOB_TASKS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "click-button": ((), ()),
-    "click-checkboxes": ((), ()),
-    "click-dialog": ((), ()),
-    "click-link": ((), ()),
-    "click-tab-2": ((), ()),
-    "choose-list": ((), ("target",)),
-    "email-inbox": (("to", "message"), ()),
-    "enter-text": (("target",), ()),
-    "login-user": (("username", "password"), ()),
-    "search-engine": (("query",), ()),
-}
-"""Supported tasks -> (goal fields ``type`` can enter, goal fields ``select`` can choose).
-
-Every one needs only clicking, typing and selecting, and runs the same under a
-seed: no animations, no clock in what it shows (the episode timer is disabled
-and the reward read is the task's raw reward, without the time penalty).
-"""
 
 SLOTS = 32
 """Element slots of a MiniWoB++ observation."""
@@ -86,6 +68,11 @@ def _extract_fields(task: str, utterance: str) -> dict[str, str]:
         return {}
 
 
+def _plain(goal_fields: dict[str, str]) -> dict[str, str]:
+    """Goal fields by name: ``{"{target}": "x"}`` -> ``{"target": "x"}``."""
+    return {key[1:-1]: value for key, value in goal_fields.items()}
+
+
 class MiniWoBEnv(BrowserEnv):
     """A MiniWoB++ task page, driven by feedbackgym's Playwright driver.
 
@@ -122,8 +109,14 @@ class MiniWoBEnv(BrowserEnv):
 
     ## Feedback
 
-    No subgoals: MiniWoB++ tasks are short-horizon and ``subgoals`` is empty;
-    there is no expert. ``info["reason"]`` carries the task's reward reason.
+    ``subgoals`` is the episode's library, built from the task's own page state
+    as the episode starts (see :mod:`~feedbackgym.envs.web.miniwob_tasks`): only
+    what is left to do, prerequisites first, e.g. ``type_username`` and
+    ``type_password`` -> ``log_in``, or ``open_email`` -> ``start_reply`` ->
+    ``write_reply`` -> ``send``; the last subgoal is the task's own success.
+    ``info["subgoals"]`` says which are done. :meth:`expert_action` is an
+    oracle over the page state that acts through the same actions as agents
+    (1-5 steps). ``info["reason"]`` carries the task's reward reason.
 
     ## Episode End
 
@@ -139,7 +132,8 @@ class MiniWoBEnv(BrowserEnv):
 
     ## Version History
 
-    * v0: Initial version (``miniwob`` 1.1 pages).
+    * v0: Initial version (``miniwob`` 1.1 pages); subgoals and an expert added later
+      (same dynamics, rewards and spaces).
     """
 
     restartable = True  # MiniWoB++ pages are built to start episode after episode
@@ -156,7 +150,7 @@ class MiniWoBEnv(BrowserEnv):
         if task not in MINIWOB_TASKS:
             raise ValueError(f"task must be one of {sorted(MINIWOB_TASKS)}, got {task!r}")
         self.task = task
-        type_fields, select_fields = MINIWOB_TASKS[task]
+        self._task = MINIWOB_TASKS[task]
         html = miniwob_html()
         site = Site(
             origin="http://miniwob.feedbackgym.test",
@@ -167,8 +161,8 @@ class MiniWoBEnv(BrowserEnv):
         )
         table = ActionTable(
             SLOTS,
-            [f"{{{f}}}" for f in type_fields],
-            [f"{{{f}}}" for f in select_fields],
+            [f"{{{f}}}" for f in self._task.type_fields],
+            [f"{{{f}}}" for f in self._task.select_fields],
             back=False,
         )
         super().__init__(
@@ -192,15 +186,23 @@ class MiniWoBEnv(BrowserEnv):
         fields = _extract_fields(self.task, utterance)
         return utterance, {f"{{{key}}}": value for key, value in fields.items()}
 
-    def _build_subgoals(self, instance: dict[str, Any]) -> list[Subgoal]:
-        return []
+    def _build_subgoals(self, instance: dict[str, Any], snapshot: PageSnapshot) -> list[Subgoal]:
+        app = snapshot.app or {}
+        fields = _extract_fields(self.task, str(app.get("utterance", "")))
+        return self._task.subgoals(fields, app.get("page") or {})
+
+    def _expert(self, state: WebState, snapshot: PageSnapshot, goal_fields: dict[str, str]) -> int:
+        page = (state.app or {}).get("page") or {}
+        return self._table.index(self._task.expert(_plain(goal_fields), page, snapshot))
 
     def _judge(self, state: WebState) -> Judgement:
         app = state.app or {}
         if not app.get("done"):
             return IN_PROGRESS
-        reward = float(app.get("reward", 0.0))
-        return Judgement(True, reward, "success" if reward > 0 else "failure", reward > 0)
+        success = succeeded(state)
+        return Judgement(
+            True, float(app.get("reward", 0.0)), "success" if success else "failure", success
+        )
 
     def _info(self, episode: Any) -> dict[str, Any]:
         info = super()._info(episode)

@@ -5,7 +5,7 @@ import re
 import gymnasium as gym
 import pytest
 
-import feedbackgym  # noqa: F401  (registers the ids)
+import feedbackgym
 from feedbackgym.envs.web.miniwob import MINIWOB_TASKS
 
 pytestmark = [pytest.mark.web, pytest.mark.usefixtures("miniwob")]
@@ -65,11 +65,12 @@ def test_scripted_solutions_earn_the_pages_own_reward(task):
     env = gym.make(f"feedbackgym/MiniWoB-{task}-v0", obs_mode="text")
     for seed in (0, 1):
         text, info = env.reset(seed=seed)
-        assert info["subgoals"] == {} and env.unwrapped.subgoals == []
+        assert info["subgoals"] and not any(info["subgoals"].values())
         for action in SOLVERS[task](env, text):
             text, reward, terminated, _, info = env.step(action)
             assert info["invalid_action"] == "", (action, text)
         assert terminated and reward == 1.0 and info["is_success"], (text, info)
+        assert all(info["subgoals"].values()), info["subgoals"]
         assert info["outcome"] == "success"
     env.close()
 
@@ -88,13 +89,54 @@ def test_a_wrong_click_gets_the_pages_penalty():
     env.close()
 
 
-def test_registered_tasks_and_no_expert():
+def test_registered_tasks():
     ids = {spec.id for spec in gym.registry.values() if spec.id.startswith("feedbackgym/MiniWoB-")}
     assert ids == {f"feedbackgym/MiniWoB-{task}-v0" for task in MINIWOB_TASKS}
     assert len(ids) >= 10
     env = gym.make("feedbackgym/MiniWoB-email-inbox-v0", obs_mode="text")
-    assert not hasattr(env.unwrapped, "expert_action")
     text, _ = env.reset(seed=1)
     assert text.startswith("Goal: Find the email by")
     assert "type 0 {message}" in env.unwrapped.action_meanings
+    env.close()
+
+
+# Validation seeds played per task: email-inbox's first four ask for each of its actions
+# (forward, delete, reply, star).
+SEEDS_PLAYED = {"email-inbox": 4}
+
+
+@pytest.mark.parametrize("task", sorted(MINIWOB_TASKS))
+def test_the_expert_solves_validation_seeds_reaching_every_subgoal_in_order(task):
+    env = gym.make(f"feedbackgym/MiniWoB-{task}-v0")
+    for seed in env.unwrapped.validation_seeds[: SEEDS_PLAYED.get(task, 2)]:
+        _, info = env.reset(seed=seed)
+        library = env.unwrapped.subgoals
+        ids = [sg.id for sg in library]
+        assert ids and list(info["subgoals"]) == ids and not any(info["subgoals"].values())
+        for n, subgoal in enumerate(library):  # prerequisites come first
+            assert set(subgoal.requires) <= set(ids[:n]), ids
+        reached, done = 0, False
+        while not done:
+            _, reward, terminated, truncated, info = env.step(env.unwrapped.expert_action())
+            assert info["invalid_action"] == "", info
+            assert sum(info["subgoals"].values()) >= reached  # progress only grows
+            reached, done = sum(info["subgoals"].values()), terminated or truncated
+        assert terminated and reward == 1.0 and info["is_success"], (seed, info)
+        assert all(info["subgoals"].values()), (seed, info["subgoals"])
+        assert env.unwrapped.expert_action() == 0  # over: an autoresetting vector env ignores it
+    env.close()
+
+
+def test_the_feedback_stack_guides_and_shapes_a_miniwob_task():
+    env = feedbackgym.make("feedbackgym/MiniWoB-login-user-v0", "guide-then-review+shaping")
+    for seed in env.unwrapped.validation_seeds[:8]:  # the guide's dropout skips whole episodes
+        _, info = env.reset(seed=seed)
+        hint = info["feedback"]["guide"]
+        if hint:
+            break
+    assert hint["subgoal_ids"][0] in {"type_username", "type_password"}, hint
+    assert "username" in hint["text"] or "password" in hint["text"]
+    assert info["feedback"]["guide_weight"] == 1.0
+    _, reward, *_ = env.step(env.unwrapped.expert_action())
+    assert reward > 0  # shaping pays for the subgoal the step reached
     env.close()

@@ -1,4 +1,5 @@
-"""The task families' instances, vocabularies and success checks (no browser needed)."""
+"""The task families' instances, vocabularies and success checks, and the MiniWoB++
+subgoal libraries (no browser needed)."""
 
 import json
 import pickle
@@ -8,6 +9,7 @@ import pytest
 
 from feedbackgym.core import SubgoalTracker
 from feedbackgym.envs.web.base import WebState
+from feedbackgym.envs.web.miniwob_tasks import MINIWOB_TASKS
 from feedbackgym.envs.web.tasks import TASKS
 from feedbackgym.envs.web.tasks.data import CARDS
 
@@ -110,3 +112,79 @@ def test_order_admin_judges_refunds_status_and_notification():
     wrong = record | {"refunds": [refund | {"restock": not goal["restock"]}]}
     assert task.judge(goal, {"orders": {order: wrong}}) == (True, "wrong_refund", False)
     assert task.judge(goal, {"orders": {"1": record}})[1] == "wrong_order"
+
+
+# MiniWoB++ goal fields and starting pages (as miniwob_hooks.js reads them), with the
+# subgoal library each gets: every variant a task's instances take.
+MINIWOB_CASES = [
+    ("click-button", {"target": "Ok"}, {}, ["click_button"]),
+    ("click-checkboxes", {"button": "submit"}, {"checked": []}, ["submit"]),
+    (
+        "click-checkboxes",
+        {"target 0": "ab", "target 1": "cd", "button": "submit"},
+        {"checked": []},
+        ["tick_1", "tick_2", "submit"],
+    ),
+    ("click-dialog", {}, {}, ["close_dialog"]),
+    ("click-link", {"target": "sit"}, {}, ["click_link"]),
+    ("click-tab-2", {"target": "sit"}, {"active": 0, "links": [["sit"], [], []]}, ["click_link"]),
+    (
+        "click-tab-2",
+        {"target": "sit"},
+        {"active": 0, "links": [["et"], [], ["sit"]]},
+        ["open_tab", "click_link"],
+    ),
+    ("choose-list", {"target": "Togo"}, {"selected": "Togo"}, ["submit"]),
+    ("choose-list", {"target": "Togo"}, {"selected": "Peru"}, ["choose", "submit"]),
+    ("email-inbox", {"by": "Ann", "task": "delete"}, {"open": ""}, ["open_email", "trash_email"]),
+    ("email-inbox", {"by": "Ann", "task": "star"}, {"open": ""}, ["open_email", "star_email"]),
+    (
+        "email-inbox",
+        {"by": "Ann", "task": "reply", "message": "Hi."},
+        {"open": ""},
+        ["open_email", "start_reply", "write_reply", "send"],
+    ),
+    (
+        "email-inbox",
+        {"by": "Ann", "task": "forward", "to": "Bo"},
+        {"open": ""},
+        ["open_email", "start_forward", "address_forward", "send"],
+    ),
+    ("enter-text", {"target": "Ann"}, {"tt": ""}, ["type_text", "submit"]),
+    (
+        "login-user",
+        {"username": "ann", "password": "x1"},
+        {"username": "", "password": ""},
+        ["type_username", "type_password", "log_in"],
+    ),
+    (
+        "search-engine",
+        {"query": "Ann", "rank": "2"},
+        {"query": "", "results": []},
+        ["type_query", "search", "click_result"],
+    ),
+    (
+        "search-engine",
+        {"query": "Ann", "rank": "8"},
+        {"query": "", "results": []},
+        ["type_query", "search", "open_page", "click_result"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("task", "fields", "page", "ids"), MINIWOB_CASES)
+def test_miniwob_libraries_hold_what_is_left_to_do_in_prerequisite_order(task, fields, page, ids):
+    subgoals = MINIWOB_TASKS[task].subgoals(fields, page)
+    pickle.loads(pickle.dumps(subgoals))
+    assert [sg.id for sg in subgoals] == ids
+    assert all(sg.description for sg in subgoals)
+    assert all(set(sg.requires) <= set(ids[:n]) for n, sg in enumerate(subgoals))
+    tracker = SubgoalTracker(subgoals)
+    start = WebState(instance={}, app={"page": page, "done": False})
+    assert not any(tracker.update(start).values())
+    won = WebState(instance={}, app={"page": page, "done": True, "reward": 1.0})
+    assert tracker.update(won)[ids[-1]] == (len(ids) == 1)  # the end waits for the rest
+
+
+def test_miniwob_tasks_cover_the_registered_pages():
+    assert {case[0] for case in MINIWOB_CASES} == set(MINIWOB_TASKS)
