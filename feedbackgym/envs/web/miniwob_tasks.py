@@ -24,7 +24,19 @@ from feedbackgym.envs.web.actions import WebAction
 from feedbackgym.envs.web.snapshot import Element, PageSnapshot
 from feedbackgym.envs.web.tasks.base import ExpertError
 
-__all__ = ["MINIWOB_TASKS", "Box", "MiniWoBTask", "succeeded"]
+__all__ = [
+    "MINIWOB_TASKS",
+    "Box",
+    "ChooseList",
+    "ClickCheckboxes",
+    "ClickTab",
+    "ClickTarget",
+    "EmailInbox",
+    "FillAndSubmit",
+    "MiniWoBTask",
+    "SearchEngine",
+    "succeeded",
+]
 
 Fields = dict[str, str]
 """Goal fields of the instruction: name -> value, e.g. ``{"username": "kasie"}``."""
@@ -35,7 +47,8 @@ Page = dict[str, Any]
 
 
 def _page(state: Any) -> Page:
-    return dict((state.app or {}).get("page") or {})
+    page: Page = (state.app or {}).get("page") or {}
+    return page
 
 
 def succeeded(state: Any) -> bool:
@@ -162,6 +175,19 @@ class MiniWoBTask(ABC):
         name: The page's name (``"enter-text"``).
         type_fields: Goal fields that ``type`` actions can enter.
         select_fields: Goal fields that ``select`` actions can choose.
+
+    Example:
+        >>> task = MINIWOB_TASKS["login-user"]
+        >>> fields = {"username": "kasie", "password": "x1"}
+        >>> library = task.subgoals(fields, {"username": "", "password": ""})
+        >>> [(sg.id, sg.requires) for sg in library]  # doctest: +NORMALIZE_WHITESPACE
+        [('type_username', ()), ('type_password', ()),
+         ('log_in', ('type_username', 'type_password'))]
+        >>> library[0].description
+        'Type the username "kasie".'
+
+    Change logs:
+     * v0.1.0 - Initially added
     """
 
     name: str
