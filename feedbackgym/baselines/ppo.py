@@ -30,7 +30,7 @@ import argparse
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import partial
 from typing import Any
 
@@ -156,14 +156,7 @@ class PPOConfig(ArmFeedback):
     @property
     def update_settings(self) -> UpdateSettings:
         """What :func:`~.agent.ppo_update` needs of these settings."""
-        return UpdateSettings(
-            update_epochs=self.update_epochs,
-            num_minibatches=self.num_minibatches,
-            clip_coef=self.clip_coef,
-            ent_coef=self.ent_coef,
-            vf_coef=self.vf_coef,
-            max_grad_norm=self.max_grad_norm,
-        )
+        return UpdateSettings(**{f.name: getattr(self, f.name) for f in fields(UpdateSettings)})
 
 
 def make_vector_env(

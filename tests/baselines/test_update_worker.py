@@ -9,10 +9,9 @@ import torch
 
 from feedbackgym.baselines.agent import Agent, UpdateSettings, make_optimizer, ppo_update
 from feedbackgym.baselines.ppo import Learner, PPOConfig, make_vector_env, train, train_rounds
-from feedbackgym.baselines.run import RunConfig
 from feedbackgym.baselines.train import train_run
 from feedbackgym.baselines.update_worker import UpdateWorker, UpdateWorkerError
-from feedbackgym.config import FeedbackConfig, merge_config
+from tests.baselines.test_torch_run import _config as run_config
 
 
 def _batch(size=32, obs_size=4, seed=0):
@@ -151,27 +150,8 @@ def test_train_with_the_update_overlapped_learns_the_easy_task_as_the_plain_loop
     assert not _alive()
 
 
-FEEDBACK = merge_config(FeedbackConfig(), {"schedule": {"fade": 1, "adaptive": None}})
-
-
 def test_an_overlapped_torch_run_checkpoints_from_the_worker_and_resumes(tmp_path):
-    config = RunConfig(
-        env_id="feedbackgym/OpsIncident-v0",
-        arm="guide-then-review",
-        seed=0,
-        total_steps=256,
-        out_dir=str(tmp_path / "run"),
-        n_envs=2,
-        n_steps=32,
-        eval_every=2,
-        eval_episodes=2,
-        net_arch=[16, 16],
-        feedback=FEEDBACK,
-        env_kwargs={"difficulty": "easy"},
-        trainer="torch",
-        device="cpu",
-        overlap_update=True,
-    )
+    config = run_config(tmp_path, steps=256, overlap_update=True)
     train_run(config)
     checkpoint = torch.load(tmp_path / "run" / "checkpoints" / "round_0003.pt", weights_only=True)
     assert checkpoint["optimizer"]["state"]  # the worker's optimizer, 4 updates in
