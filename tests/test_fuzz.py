@@ -1,4 +1,4 @@
-"""Fuzzing the parsers agents and users feed: any input is a valid result or a named, typed error.
+"""Fuzzing the parsers agents and users feed, and the soak benchmark: nothing breaks, nothing leaks.
 
 Hypothesis draws text (LLM-style replies included), integers, floats, bytes, None,
 arrays and nested values; every parser must return a valid action (or config)
@@ -149,3 +149,25 @@ def test_near_misses_name_the_valid_choices(text):
     for parse in (parse_ops, TABLE.parse, lambda t: parse_code(t, PROJECT, LINES)):
         with pytest.raises(InvalidAction, match="valid|choose|one of|expected"):
             parse(text)
+
+
+def test_the_soak_benchmark_runs_and_leaves_nothing_behind():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    result = subprocess.run(
+        [sys.executable, "benchmarks/soak.py", "--seconds", "2"]
+        + ["--ids", "feedbackgym/OpsIncidentEasy-v0", "feedbackgym/WebForm-v0"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert result.returncode == 0, result.stderr
+    rows = [line.split("|") for line in result.stdout.splitlines() if line.startswith("| Ops")]
+    rows += [line.split("|") for line in result.stdout.splitlines() if line.startswith("| Web")]
+    assert len(rows) == 2
+    for row in rows:
+        assert int(row[2].replace(",", "")) > 0  # steps
+        assert row[5].strip() == "0" and row[8].strip() == "0" and row[9].strip() == "0"
