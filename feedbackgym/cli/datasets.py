@@ -30,7 +30,7 @@ __all__ = ["add_commands"]
 
 
 def add_commands(commands: Any) -> None:
-    """Adds ``datasets make|inspect|prune`` to the top-level subparsers ``commands``."""
+    """Adds ``datasets make|inspect|verify|prune|export-chat`` to the top-level ``commands``."""
     datasets = commands.add_parser("datasets", help="make, inspect and prune trajectory stores")
     sub = datasets.add_subparsers(dest="datasets_command", required=True, metavar="COMMAND")
 
@@ -59,6 +59,15 @@ def add_commands(commands: Any) -> None:
     inspect.add_argument("path", type=Path, metavar="PATH")
     inspect.set_defaults(run=_cmd_inspect)
 
+    verify = sub.add_parser(
+        "verify", help="read every file of a store in full; exit 1 if one is damaged"
+    )
+    verify.add_argument("path", type=Path, metavar="PATH")
+    verify.add_argument(
+        "--quarantine", action="store_true", help="move damaged files to PATH/quarantine/"
+    )
+    verify.set_defaults(run=_cmd_verify)
+
     prune = sub.add_parser(
         "prune", help="move rounds past the hot limit to a cold file, delete past the cold limit"
     )
@@ -80,6 +89,19 @@ def add_commands(commands: Any) -> None:
     )
     chat.add_argument("--round", default=None, help="only this round's episodes")
     chat.set_defaults(run=_cmd_export_chat)
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from feedbackgym.datasets.verify import quarantine, verify_store
+
+    damaged = verify_store(args.path)
+    for file in damaged:
+        print(f"damaged: {file}")
+    if damaged and args.quarantine:
+        for moved in quarantine(args.path, damaged):
+            print(f"moved to {moved}")
+    print(f"{args.path}: {len(damaged)} damaged file(s)" if damaged else f"{args.path}: all read")
+    return 1 if damaged else 0
 
 
 def _cmd_make(args: argparse.Namespace) -> int:

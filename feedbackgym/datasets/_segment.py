@@ -206,7 +206,11 @@ def _concat(episodes: list[Episode | EncodedEpisode]) -> dict[str, np.ndarray]:
 def _create(
     group: Any, name: str, data: np.ndarray, compression: str | None, opts: int | None
 ) -> None:
-    """A dataset chunked along rows (about :data:`CHUNK_BYTES` a chunk); text is not compressed."""
+    """A dataset chunked along rows (about :data:`CHUNK_BYTES` a chunk).
+
+    Numeric chunks carry Fletcher-32 checksums (a flipped bit fails the read);
+    text is neither compressed nor checksummed (HDF5 filters skip strings).
+    """
     if data.dtype == object:
         dtype: Any = h5py.string_dtype()
         row_bytes = _STRING_ROW_BYTES
@@ -225,6 +229,7 @@ def _create(
         chunks=(rows, *data.shape[1:]),
         compression=compression,
         compression_opts=opts,
+        fletcher32=data.dtype != object,  # a checksum a chunk (HDF5 filters skip strings)
     )
 
 

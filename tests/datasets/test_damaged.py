@@ -171,3 +171,63 @@ def test_inspect_fails_when_nothing_can_be_read(damaged, capsys):
         captured.err
     )
     assert main(["datasets", "inspect", str(stray.parent / "nothing")]) == 2
+
+
+def _flip_a_byte_of(segment, dataset):
+    """Flips one byte inside the first chunk of ``dataset`` (a numeric column) in place."""
+    with h5py.File(segment, "r") as file:
+        names = []
+        file.visit(names.append)
+        info = file[next(n for n in names if n.endswith(f"/{dataset}"))].id.get_chunk_info(0)
+    data = bytearray(segment.read_bytes())
+    data[info.byte_offset + info.size // 2] ^= 0x10
+    segment.write_bytes(bytes(data))
+
+
+def _log(store_path, name, episodes):
+    log = LogFile(store_path / f"{name}-000000.log", {"shard": name})
+    for episode in episodes:
+        log.append(frame(record_body(encode_episode(episode))))
+    os.close(log._fd)  # the writer died: its lock is gone
+    return store_path / f"{name}-000000.log"
+
+
+def test_verify_finds_every_corruption_and_quarantine_moves_only_those(store_path, capsys):
+    for round in range(6):
+        _record(store_path, round, [10 * round])
+    segments = sorted(store_path.glob("*.h5"), key=lambda p: TrajectoryStore(p).episodes()[0].round)
+    assert main(["datasets", "verify", str(store_path)]) == 0
+    assert "all read" in capsys.readouterr().out
+    (episode,) = TrajectoryStore(segments[0]).iter_episodes()
+
+    def copy(shard):
+        return Episode(dataclasses.replace(episode.meta, shard=shard, episode=0), episode.columns)
+
+    flipped_log = _log(store_path, "flipped", [copy("flipped"), copy("flipped")])
+    data = bytearray(flipped_log.read_bytes())
+    data[len(data) // 3] ^= 0x01  # inside the first record: its CRC no longer matches
+    flipped_log.write_bytes(bytes(data))
+    torn_log = _log(store_path, "torn", [copy("torn")])
+    os.truncate(torn_log, torn_log.stat().st_size - 7)
+    empty_log = store_path / "empty-000000.log"
+    empty_log.write_bytes(b"")
+    _truncate_to_half(segments[1])
+    segments[2].write_bytes(b"")
+    _flip_a_byte_of(segments[3], "env_rewards")
+    damaged = {segments[1], segments[2], segments[3], flipped_log, torn_log, empty_log}
+
+    assert main(["datasets", "verify", str(store_path)]) == 1
+    out = capsys.readouterr().out
+    reported = {line.split(": ")[1] for line in out.splitlines() if line.startswith("damaged: ")}
+    assert reported == {str(p) for p in damaged}
+    assert f"{segments[2]}: empty (0 bytes)" in out and "env_rewards cannot be read" in out
+    assert "past its last complete record" in out and "6 damaged file(s)" in out
+
+    assert main(["datasets", "verify", str(store_path), "--quarantine"]) == 1
+    assert not any(p.exists() for p in damaged)
+    assert all((store_path / "quarantine" / p.name).exists() for p in damaged)
+    assert main(["datasets", "verify", str(store_path)]) == 0  # what is left reads in full
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DamagedFileWarning)
+        assert {m.round for m in TrajectoryStore(store_path).episodes()} == {"0", "4", "5"}
+    assert main(["datasets", "verify", str(store_path / "nowhere")]) == 2
