@@ -480,13 +480,13 @@ class _LLMGenerator:
 
     def __init__(
         self,
-        base_url: str | None,
-        model: str | None,
+        base_url: str | None = None,
+        model: str | None = None,
         *,
-        template: str | os.PathLike[str] | None,
-        timeout_s: float,
-        cache_size: int,
-        api_key: str | None,
+        template: str | os.PathLike[str] | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        cache_size: int = 1024,
+        api_key: str | None = None,
     ) -> None:
         self.client = ChatClient(
             base_url, model, api_key=api_key, timeout_s=timeout_s, cache_size=cache_size
@@ -668,25 +668,6 @@ class LLMReviewer(_LLMGenerator):
     """
 
     template_name = "review"
-
-    def __init__(
-        self,
-        base_url: str | None = None,
-        model: str | None = None,
-        *,
-        template: str | os.PathLike[str] | None = None,
-        timeout_s: float = DEFAULT_TIMEOUT_S,
-        cache_size: int = 1024,
-        api_key: str | None = None,
-    ) -> None:
-        super().__init__(
-            base_url,
-            model,
-            template=template,
-            timeout_s=timeout_s,
-            cache_size=cache_size,
-            api_key=api_key,
-        )
 
     def messages(self, request: ReviewRequest) -> list[dict[str, str]]:
         """The chat messages asking for ``request``'s review.
