@@ -10,4 +10,4 @@ export CI="${CI:-true}"
 "$PYTHON" -m ruff check feedbackgym tests benchmarks
 "$PYTHON" -m ruff format --check feedbackgym tests benchmarks
 "$PYTHON" -m mypy
-"$PYTHON" -m pytest --doctest-modules feedbackgym tests "$@"
+"$PYTHON" -m pytest --doctest-modules --durations=30 feedbackgym tests "$@"

@@ -19,11 +19,13 @@ from feedbackgym.baselines.arms import ArmFeedback, checked_keep_checkpoints, ro
 from feedbackgym.baselines.rundir import drop_curve_rows_after, read_state, write_state
 from feedbackgym.baselines.trainers import DEFAULT_TRAINER, TRAINERS
 from feedbackgym.config import FeedbackConfig
+from feedbackgym.errors import ConfigError
 from feedbackgym.wrappers.stack import make
 
 __all__ = [
     "DEFAULT_NET_ARCH",
     "DEFAULT_TRAINER",
+    "RESUMABLE_CHANGES",
     "TRAINERS",
     "RunConfig",
     "close_run",
@@ -34,6 +36,12 @@ __all__ = [
 
 DEFAULT_NET_ARCH = (128, 128)
 """Hidden layers of the policy and value networks that runs train by default."""
+
+RESUMABLE_CHANGES = frozenset(
+    {"total_steps", "out_dir", "device", "env_workers", "subprocess", "keep_checkpoints"}
+)
+"""The settings a resumed run may change: its length, where it lives and runs, and what
+it keeps. Any other change would splice two different runs into one curve."""
 
 
 @dataclass
@@ -163,6 +171,10 @@ def prepare_run_dir(config: RunConfig, *, resume: bool) -> dict[str, Any]:
     Returns:
         The saved state (``{}`` for a new run), or ``{"finished": True, "state":
         ...}`` for a resumed run that has nothing left to do (left as it was).
+
+    Raises:
+        ConfigError: An unfinished run resumed with settings other than the saved
+            run's (beyond :data:`RESUMABLE_CHANGES`); the message names each one.
     """
     run_dir = Path(config.out_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -170,6 +182,8 @@ def prepare_run_dir(config: RunConfig, *, resume: bool) -> dict[str, Any]:
     first_round = state.get("round", -1) + 1
     if resume and first_round >= config.rounds:
         return {"finished": True, "state": state}
+    if state:
+        _check_resumable(config, run_dir / "config.json")
     if not resume:
         for stale in ("curve.csv", "state.json"):
             (run_dir / stale).unlink(missing_ok=True)
@@ -178,6 +192,34 @@ def prepare_run_dir(config: RunConfig, *, resume: bool) -> dict[str, Any]:
         drop_curve_rows_after(run_dir / "curve.csv", max(first_round, 0))
     (run_dir / "config.json").write_text(config.to_json())
     return state
+
+
+def _check_resumable(config: RunConfig, saved_file: Path) -> None:
+    """Raises ConfigError naming each setting ``config`` changes from the saved run's.
+
+    The saved config is read with today's defaults, so a field added since it was
+    written is not a change.
+    """
+    if not saved_file.exists():
+        return
+    try:
+        saved = json.loads(RunConfig.from_json(saved_file.read_text()).to_json())
+    except (ValueError, TypeError) as error:
+        raise ConfigError(
+            f"{saved_file}: cannot read the saved run's config to resume it: {error}"
+        ) from error
+    wanted = json.loads(config.to_json())
+    changed = [
+        f"{key}: {saved.get(key)!r} -> {wanted.get(key)!r}"
+        for key in sorted(saved.keys() | wanted.keys())
+        if key not in RESUMABLE_CHANGES and saved.get(key) != wanted.get(key)
+    ]
+    if changed:
+        raise ConfigError(
+            f"{config.out_dir}: resumed with other settings than the run was started with "
+            f"({'; '.join(changed)}); resume with the same settings, or start it in a new "
+            "directory"
+        )
 
 
 def open_store(config: RunConfig) -> Any:

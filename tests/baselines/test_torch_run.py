@@ -14,6 +14,7 @@ from feedbackgym.baselines.rundir import read_curve
 from feedbackgym.baselines.torch_run import rollback
 from feedbackgym.baselines.train import train_run
 from feedbackgym.config import FeedbackConfig, merge_config
+from feedbackgym.errors import ConfigError
 
 FEEDBACK = merge_config(FeedbackConfig(), {"schedule": {"fade": 1, "adaptive": None}})
 
@@ -124,6 +125,20 @@ def test_a_run_whose_env_worker_dies_fails_clearly_keeps_its_episodes_and_resume
     with TrajectoryStore(tmp_path / "run" / "trajectories") as store:
         after = sum(m.length for m in store.episodes())
     assert 0 < before < after
+
+
+def test_a_run_resumed_with_other_settings_is_refused_naming_them(tmp_path):
+    first = _config(tmp_path, steps=128)
+    train_run(first)
+    with pytest.raises(ConfigError, match=r"learning_rate: 0.0003 -> 0.001; seed: 0 -> 1"):
+        changed = dataclasses.replace(first, total_steps=256, learning_rate=1e-3, seed=1)
+        train_run(changed, resume=True)
+    with pytest.raises(ConfigError, match=r"feedback: .*'switch_at': 0.4.*'switch_at': 0.5"):
+        other = merge_config(FEEDBACK, {"schedule": {"switch_at": 0.5}})
+        train_run(dataclasses.replace(first, total_steps=256, feedback=other), resume=True)
+    # its length, where it lives and what it keeps may change
+    moved = dataclasses.replace(first, total_steps=192, keep_checkpoints=2, env_workers=1)
+    assert train_run(moved, resume=True)["timesteps"] == 192
 
 
 def test_a_torch_run_resumes_where_it_stopped(tmp_path):
