@@ -5,7 +5,7 @@ import gymnasium as gym
 
 import feedbackgym
 
-HEAVY = ("torch", "playwright", "docker", "h5py", "stable_baselines3", "tensorboard", "tqdm")
+HEAVY = ("torch", "playwright", "docker", "h5py", "stable_baselines3", "tensorboard", "tqdm", "ray")
 
 
 def test_import_is_light():

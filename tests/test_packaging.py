@@ -10,7 +10,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 EXTRAS = PROJECT["optional-dependencies"]
-RUNTIME_EXTRAS = ("web", "code", "hdf5", "remote", "baselines", "minari", "llm")
+RUNTIME_EXTRAS = ("web", "code", "hdf5", "remote", "baselines", "minari", "llm", "ray")
 
 
 def _name(requirement):

@@ -20,14 +20,14 @@ Outputs in ``--out``::
 from __future__ import annotations
 
 import json
-import logging
 import multiprocessing
 import queue
 import sys
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from feedbackgym._process import exit_with_parent
 from feedbackgym.baselines.arms import checked_keep_checkpoints, rounds_for
@@ -36,6 +36,9 @@ from feedbackgym.baselines.run import RunConfig, config_json
 from feedbackgym.baselines.trainers import DEFAULT_TRAINER
 from feedbackgym.config import FeedbackConfig, load_config
 from feedbackgym.schedules import ARMS, TWO_PHASE_ARMS
+
+if TYPE_CHECKING:
+    from feedbackgym.baselines.ray_runs import RayOptions
 
 __all__ = ["ComparisonConfig", "QUICK", "run_comparison"]
 
@@ -51,7 +54,7 @@ class ComparisonConfig:
         seeds: Seeds per arm.
         steps: Env steps per run.
         out: Output directory.
-        jobs: Runs in parallel (processes).
+        jobs: Runs in parallel (processes; on Ray the cluster's resources decide).
         n_envs: Envs per run.
         n_steps: Steps per env per round.
         eval_every: Rounds between validations (``None``: about 15 per run).
@@ -204,30 +207,23 @@ def _start_worker(queue: Any) -> None:
 
 
 def _run_one(config: Any, resume: bool) -> dict[str, Any]:
-    """Trains one run; its reward-drop alerts go to its ``run.log``, not the terminal."""
-    from feedbackgym.baselines.train import train_run
+    """Trains one run in a pool worker; its reward-drop alerts go to its ``run.log``."""
+    from feedbackgym.baselines.run_log import train_logged
 
     def progress(steps: int) -> None:
         _progress_queue.put((config.out_dir, steps))
 
-    run_dir = Path(config.out_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(run_dir / "run.log")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-    alerts = logging.getLogger("feedbackgym.control")
-    alerts.addHandler(handler)
-    alerts.propagate = False  # a line on stderr would break the comparison's progress bar
-    try:
-        return train_run(config, resume=resume, progress=progress)
-    finally:
-        alerts.removeHandler(handler)
-        handler.close()
+    return train_logged(config, resume=resume, progress=progress)
 
 
 def run_comparison(
-    config: ComparisonConfig, *, resume: bool = False, show_progress: bool = True
+    config: ComparisonConfig,
+    *,
+    resume: bool = False,
+    show_progress: bool = True,
+    ray: RayOptions | None = None,
 ) -> list[dict[str, Any]]:
-    """Runs every arm × seed (``jobs`` at a time), then writes the tables and the plot.
+    """Runs every arm × seed (``jobs`` at a time, or on Ray), then writes the tables and the plot.
 
     Args:
         config: The comparison.
@@ -235,6 +231,9 @@ def run_comparison(
         show_progress: Show a progress bar, and after it a line on stderr per
             run whose reward-drop alert fired (the runs log it to their
             ``run.log`` only, so that it does not break the bar).
+        ray: Run every run as a Ray task on this cluster instead of in a local
+            process pool (``config.jobs`` is then unused: the cluster's
+            resources decide how many run at once). Needs the ``ray`` extra.
 
     Returns:
         The results table rows, one per arm.
@@ -243,12 +242,45 @@ def run_comparison(
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(config.to_json())
     runs = config.run_configs()
-    context = multiprocessing.get_context("spawn")
-    progress = context.Queue()  # no manager process: nothing outlives a killed comparison
     bar = _progress_bar(len(runs) * config.steps, show_progress)
     done = {run.out_dir: _steps_done(run.out_dir) for run in runs} if resume else {}
+
+    def report(steps: dict[str, int]) -> None:
+        done.update(steps)
+        if bar is not None and sum(done.values()) != bar.n:
+            bar.n = sum(done.values())
+            bar.refresh()
+
+    try:
+        if ray is None:
+            _run_in_pool(runs, config.jobs, resume, report)
+        else:
+            from feedbackgym.baselines.ray_runs import run_on_ray
+
+            run_on_ray(runs, ray, resume=resume, progress=report)
+    finally:
+        if bar is not None:
+            bar.close()
+    if show_progress:
+        for line in _alert_lines(runs):
+            print(line, file=sys.stderr)
+    return write_report(
+        out,
+        runs,
+        title=f"{config.env_id}: {config.seeds} seeds per arm",
+        planned_switch=config.planned_switch(),
+    )
+
+
+def _run_in_pool(
+    runs: list[Any], jobs: int, resume: bool, report: Callable[[dict[str, int]], None]
+) -> None:
+    """Trains the runs in a local process pool, ``jobs`` at a time."""
+    context = multiprocessing.get_context("spawn")
+    progress = context.Queue()  # no manager process: nothing outlives a killed comparison
+    done: dict[str, int] = {}
     with ProcessPoolExecutor(
-        max_workers=config.jobs,
+        max_workers=jobs,
         mp_context=context,
         initializer=_start_worker,
         initargs=(progress,),
@@ -259,20 +291,7 @@ def run_comparison(
             for future in finished:
                 future.result()  # re-raise a run's error here
             _drain(progress, done)
-            if bar is not None and sum(done.values()) != bar.n:
-                bar.n = sum(done.values())
-                bar.refresh()
-    if bar is not None:
-        bar.close()
-    if show_progress:
-        for line in _alert_lines(runs):
-            print(line, file=sys.stderr)
-    return write_report(
-        out,
-        runs,
-        title=f"{config.env_id}: {config.seeds} seeds per arm",
-        planned_switch=config.planned_switch(),
-    )
+            report(done)
 
 
 def _drain(progress: Any, done: dict[str, int]) -> None:

@@ -6,13 +6,14 @@ Usage::
     feedbackgym play ID [--policy random|expert] [--episodes N] [--seed S] [--kwarg KEY=VALUE ...]
     feedbackgym demo [--episodes N]
     feedbackgym compare --env ID --arms A,B --seeds N --steps N [--jobs J] [--out DIR] [--quick]
+        [--backend local|ray] [--address auto|ray://HOST:PORT]
     feedbackgym report --out DIR SRC [SRC ...]
     feedbackgym train --env ID --steps N [--arm ARM] [--trainer sb3|torch] [--out DIR]
     feedbackgym serve-feedback [--address tcp://127.0.0.1:5557]
     feedbackgym agent --env ID --base-url URL --model NAME [--episodes N] [--feedback builtin|llm]
     feedbackgym sandbox build [--force]
     feedbackgym doctor [--json]
-    feedbackgym datasets make|inspect|prune|export-chat ...
+    feedbackgym datasets make|inspect|verify|prune|gather|export-chat ...
 
 One module per command group adds its commands (``play``: ``envs``, ``play``
 and ``demo``; ``compare``; ``report``; ``train``; ``serve``: ``serve-feedback``;

@@ -3,6 +3,8 @@
 Usage::
 
     feedbackgym compare --env ID --arms A,B --seeds N --steps N [--jobs J] [--out DIR] [--quick]
+        [--backend local|ray] [--address auto|ray://HOST:PORT] [--cpus-per-run N]
+        [--gpus-per-run N] [--shared-out]
 
 :func:`_add_arguments` declares the flags and :func:`_comparison_config`
 turns them into a :class:`~feedbackgym.baselines.compare.ComparisonConfig`;
@@ -21,6 +23,7 @@ from feedbackgym.schedules import ARMS
 
 if TYPE_CHECKING:
     from feedbackgym.baselines.compare import ComparisonConfig
+    from feedbackgym.baselines.ray_runs import RayOptions
 
 __all__ = ["add_commands"]
 
@@ -49,9 +52,71 @@ def _add_arguments(compare: argparse.ArgumentParser) -> None:
         "--jobs", type=positive_int, help="runs in parallel (default 1; 2 with --quick)"
     )
     compare.add_argument("--out", default="runs/compare", help="output directory")
+    _add_backend_arguments(compare)
     add_run_arguments(compare)
     compare.add_argument("--quick", action="store_true", help="the short comparison (main job)")
     compare.add_argument("--resume", action="store_true", help="continue interrupted runs")
+
+
+def _add_backend_arguments(compare: argparse.ArgumentParser) -> None:
+    ray = compare.add_argument_group("on a Ray cluster (--backend ray; the ray extra)")
+    ray.add_argument(
+        "--backend",
+        choices=("local", "ray"),
+        default="local",
+        help="local: a process pool of --jobs; ray: every run a Ray task (default local)",
+    )
+    ray.add_argument(
+        "--address",
+        metavar="auto|ray://HOST:PORT",
+        help="the cluster (auto: the one `ray start` began here; default: start Ray here)",
+    )
+    ray.add_argument(
+        "--cpus-per-run",
+        type=float,
+        metavar="N",
+        help="CPUs each run asks for (default 1, +1 per env worker, +1 with --overlap-update)",
+    )
+    ray.add_argument(
+        "--gpus-per-run",
+        type=float,
+        metavar="N",
+        help="GPUs each run asks for, fractions share one (default 1 with --device cuda, else 0)",
+    )
+    ray.add_argument(
+        "--shared-out",
+        action="store_true",
+        help="--out is on a filesystem every node mounts: runs write there directly "
+        "(default: each run ships its files to --out after every round)",
+    )
+
+
+def _ray_options(args: argparse.Namespace) -> RayOptions | None:
+    """The Ray options the flags ask for, or ``None`` for the local process pool.
+
+    Raises:
+        CommandError: A Ray flag without ``--backend ray``.
+        DependencyNotInstalled: ``--backend ray`` without the ``ray`` extra.
+    """
+    flags = {
+        "--address": args.address,
+        "--cpus-per-run": args.cpus_per_run,
+        "--gpus-per-run": args.gpus_per_run,
+        "--shared-out": args.shared_out or None,
+    }
+    if args.backend != "ray":
+        given = [flag for flag, value in flags.items() if value is not None]
+        if given:
+            raise CommandError(f"{', '.join(given)} need --backend ray")
+        return None
+    from feedbackgym.baselines.ray_runs import RayOptions
+
+    return RayOptions(
+        address=args.address,
+        cpus_per_run=args.cpus_per_run,
+        gpus_per_run=args.gpus_per_run,
+        shared=args.shared_out,
+    )
 
 
 def _comparison_config(args: argparse.Namespace) -> ComparisonConfig:
@@ -97,7 +162,8 @@ def _comparison_config(args: argparse.Namespace) -> ComparisonConfig:
 def _cmd_compare(args: argparse.Namespace) -> int:
     from feedbackgym.baselines.compare import run_comparison
 
-    run_comparison(_comparison_config(args), resume=args.resume)
+    config = _comparison_config(args)
+    run_comparison(config, resume=args.resume, ray=_ray_options(args))
     out = args.out.rstrip("/")
     print((Path(out) / "results.md").read_text())
     print(f"table: {out}/results.csv, curves: {out}/curves.png, runs: {out}/runs/")

@@ -1,4 +1,4 @@
-"""The ``datasets`` commands: ``make``, ``inspect``, ``prune`` and ``export-chat``.
+"""The ``datasets`` commands: make, inspect, verify, prune, gather and export-chat stores.
 
 Usage::
 
@@ -7,6 +7,7 @@ Usage::
         [--compression none|lzf|gzip]
     feedbackgym datasets inspect PATH
     feedbackgym datasets prune PATH [--config FILE] [--dry-run]
+    feedbackgym datasets gather SRC [SRC ...] DEST
     feedbackgym datasets export-chat PATH [--out FILE] [--memory K] [--round NAME]
 
 ``inspect`` lists the files it cannot read (their episodes left out) and
@@ -30,8 +31,10 @@ __all__ = ["add_commands"]
 
 
 def add_commands(commands: Any) -> None:
-    """Adds ``datasets make|inspect|verify|prune|export-chat`` to the top-level ``commands``."""
-    datasets = commands.add_parser("datasets", help="make, inspect and prune trajectory stores")
+    """Adds ``datasets make|inspect|verify|prune|gather|export-chat`` to ``commands``."""
+    datasets = commands.add_parser(
+        "datasets", help="make, inspect, prune and gather trajectory stores"
+    )
     sub = datasets.add_subparsers(dest="datasets_command", required=True, metavar="COMMAND")
 
     make = sub.add_parser("make", help="record a built-in policy (the expert) as a dataset")
@@ -77,6 +80,14 @@ def add_commands(commands: Any) -> None:
     )
     prune.add_argument("--dry-run", action="store_true", help="only say what would happen")
     prune.set_defaults(run=_cmd_prune)
+
+    gather = sub.add_parser(
+        "gather",
+        help="join stores written on different machines into DEST (each episode once)",
+    )
+    gather.add_argument("paths", type=Path, nargs="+", metavar="SRC")
+    gather.add_argument("dest", type=Path, metavar="DEST")
+    gather.set_defaults(run=_cmd_gather)
 
     chat = sub.add_parser(
         "export-chat",
@@ -171,6 +182,14 @@ def _cmd_prune(args: argparse.Namespace) -> int:
     print(plan.describe())
     if plan.cold_file is not None:
         print(f"cold file: {plan.cold_file}")
+    return 0
+
+
+def _cmd_gather(args: argparse.Namespace) -> int:
+    from feedbackgym.datasets.gathering import gather
+
+    report = gather(args.paths, args.dest)
+    print(f"{args.dest}: {report.describe()}")
     return 0
 
 

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from feedbackgym.datasets.episode import Episode, EpisodeMeta, FeedbackEvent, FeedbackType
     from feedbackgym.datasets.errors import DamagedFile, DamagedFileWarning, StoreError
     from feedbackgym.datasets.export import export_minari
+    from feedbackgym.datasets.gathering import GatherReport, gather
     from feedbackgym.datasets.recorder import EpisodeRecorder
     from feedbackgym.datasets.retention import PrunePlan, prune
     from feedbackgym.datasets.store import EpisodeFilter, TrajectoryStore
@@ -30,10 +31,12 @@ __all__ = [
     "EpisodeRecorder",
     "FeedbackEvent",
     "FeedbackType",
+    "GatherReport",
     "PrunePlan",
     "StoreError",
     "TrajectoryStore",
     "export_minari",
+    "gather",
     "prune",
 ]
 
@@ -46,10 +49,12 @@ _MODULES = {
     "EpisodeRecorder": "recorder",
     "FeedbackEvent": "episode",
     "FeedbackType": "episode",
+    "GatherReport": "gathering",
     "PrunePlan": "retention",
     "StoreError": "errors",
     "TrajectoryStore": "store",
     "export_minari": "export",
+    "gather": "gathering",
     "prune": "retention",
 }
 

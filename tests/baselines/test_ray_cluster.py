@@ -1,0 +1,126 @@
+"""``compare --backend ray`` and store gathering on a real two-node Ray cluster on this machine.
+
+One cluster for the module: a head and a second node with one CPU each (the
+head's health checks made fast, so that a removed node is seen dead within
+a second or two). The test that removes the second node runs last.
+"""
+
+import csv
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray")
+pytest.importorskip("torch")
+pytest.importorskip("h5py")
+
+from ray.cluster_utils import Cluster  # noqa: E402
+
+from feedbackgym.baselines.compare import ComparisonConfig, run_comparison  # noqa: E402
+from feedbackgym.baselines.ray_runs import RayOptions  # noqa: E402
+
+ENV = "feedbackgym/OpsIncidentEasy-v0"
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={
+            "num_cpus": 1,
+            "include_dashboard": False,
+            "_system_config": {
+                "health_check_initial_delay_ms": 0,
+                "health_check_period_ms": 500,
+                "health_check_failure_threshold": 2,
+            },
+        },
+    )
+    second = cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, log_to_driver=False)
+    try:
+        yield cluster, second
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
+def _comparison(out, *, rounds, seeds=1, arms=("sparse", "shaping"), jobs=1):
+    return ComparisonConfig(
+        env_id=ENV,
+        arms=list(arms),
+        seeds=seeds,
+        steps=2 * 32 * rounds,
+        out=str(out),
+        jobs=jobs,
+        n_envs=2,
+        n_steps=32,
+        eval_every=1,
+        eval_episodes=2,
+        keep_checkpoints=2,
+    )
+
+
+def _curves(out):
+    return {
+        run.name: list(csv.DictReader((run / "curve.csv").open()))
+        for run in sorted((Path(out) / "runs").iterdir())
+    }
+
+
+def test_a_comparison_on_two_nodes_equals_the_local_one(cluster, tmp_path):
+    started = time.monotonic()
+    on_ray = run_comparison(
+        _comparison(tmp_path / "ray", rounds=2), show_progress=False, ray=RayOptions()
+    )
+    print(f"on ray: {time.monotonic() - started:.1f} s")
+    local = run_comparison(_comparison(tmp_path / "local", rounds=2, jobs=2), show_progress=False)
+    assert json.dumps(on_ray) == json.dumps(local)  # NaN included
+    assert _curves(tmp_path / "ray") == _curves(tmp_path / "local")
+    record = json.loads((tmp_path / "ray" / "ray.json").read_text())
+    nodes = {a["node"] for run in record.values() for a in run["attempts"]}
+    assert len(nodes) == 2  # one run on each node
+    for name, run in record.items():
+        assert [a["resumed_after_round"] for a in run["attempts"]] == [None]
+        assert run["round"] == 1
+        config = json.loads((tmp_path / "ray" / "runs" / name / "config.json").read_text())
+        assert config["out_dir"] == str(tmp_path / "ray" / "runs" / name)  # not the node's
+        checkpoints = sorted(p.name for p in (tmp_path / "ray" / "runs" / name).glob("*/*.pt"))
+        assert checkpoints == ["best.pt", "round_0000.pt", "round_0001.pt"]
+
+
+def test_a_run_lost_with_its_node_resumes_from_its_last_round(cluster, tmp_path):
+    head_cluster, second = cluster
+    config = _comparison(tmp_path, rounds=12)
+    done: dict = {}
+
+    def compare():
+        try:
+            done["rows"] = run_comparison(config, show_progress=False, ray=RayOptions())
+        except BaseException as error:  # re-raised below
+            done["error"] = error
+
+    thread = threading.Thread(target=compare)
+    thread.start()
+    states = [tmp_path / "runs" / f"{arm}-seed0" / "state.json" for arm in config.arms]
+    deadline = time.monotonic() + 120
+    while not all(s.exists() and json.loads(s.read_text())["round"] >= 1 for s in states):
+        assert time.monotonic() < deadline and thread.is_alive(), done
+        time.sleep(0.1)
+    head_cluster.remove_node(second, allow_graceful=False)
+    thread.join(timeout=240)
+    assert not thread.is_alive()
+    assert "error" not in done, done.get("error")
+    assert len(done["rows"]) == 2
+    record = json.loads((tmp_path / "ray.json").read_text())
+    retried = [run for run in record.values() if len(run["attempts"]) > 1]
+    assert len(retried) == 1
+    assert retried[0]["attempts"][-1]["resumed_after_round"] >= 1
+    for name, run in record.items():
+        assert run["round"] == config.rounds - 1
+        rounds = [int(row["round"]) for row in _curves(tmp_path)[name]]
+        assert rounds == list(range(1, config.rounds + 1))  # each validation once
