@@ -77,7 +77,8 @@ class SuiteEnv(gym.Env[Any, int]):
         if obs_mode not in OBS_MODES:
             raise ValueError(f"obs_mode must be one of {OBS_MODES}, got {obs_mode!r}")
         if render_mode not in (None, *self.metadata["render_modes"]):
-            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+            modes = " or ".join(repr(mode) for mode in (None, *self.metadata["render_modes"]))
+            raise ValueError(f"render_mode must be {modes}, got {render_mode!r}")
         if max_steps < 1:
             raise ValueError(f"max_steps must be positive, got {max_steps}")
         self.obs_mode = obs_mode

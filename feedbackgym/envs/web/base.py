@@ -27,6 +27,7 @@ exactly where the original was.
 
 from __future__ import annotations
 
+import io
 import weakref
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -49,9 +50,9 @@ from feedbackgym.envs.web.observation import (
     text_space,
     vector_space,
 )
-from feedbackgym.envs.web.pages import EpisodePages, Site
+from feedbackgym.envs.web.pages import VIEWPORT, EpisodePages, Site
 from feedbackgym.envs.web.snapshot import PageSnapshot
-from feedbackgym.errors import FeedbackGymError
+from feedbackgym.errors import DependencyNotInstalled, FeedbackGymError
 
 __all__ = ["OBS_MODES", "BrowserEnv", "Judgement", "WebState"]
 
@@ -120,12 +121,13 @@ class BrowserEnv(SuiteEnv, ABC):
         table: The action table.
         obs_mode: ``"vector"``, ``"text"`` or ``"both"``.
         max_steps: The step count ``time`` is normalised by.
-        render_mode: ``None`` or ``"ansi"``.
+        render_mode: ``None``, ``"ansi"`` (the text observation) or ``"rgb_array"``
+            (a screenshot of the viewport, ``768 x 1024 x 3`` ``uint8``).
         driver_config: Passed to ``driver.js`` (root selector, excluded ids).
         prefetch: Prepare the next episode's page during the current one.
     """
 
-    metadata = {"render_modes": ["ansi"], "render_fps": 4, "browser": True}  # drives Chromium
+    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4, "browser": True}
     restartable = False
     """Whether starting a task again in a page no action has touched gives exactly the
     page a fresh context would: then a reset that follows a reset (no action in
@@ -224,11 +226,40 @@ class BrowserEnv(SuiteEnv, ABC):
             self._info(episode),
         )
 
-    def render(self) -> str | None:
-        """Returns the text observation when ``render_mode="ansi"``."""
-        if self.render_mode != "ansi" or self._episode is None:
+    def render(self) -> str | np.ndarray | None:
+        """Renders the episode's page as ``render_mode`` says.
+
+        ``"ansi"``: the text observation. ``"rgb_array"``: a screenshot of the
+        browser's viewport as it is now, an ``H x W x 3`` ``uint8`` array
+        (:data:`~feedbackgym.envs.web.pages.VIEWPORT`: ``768 x 1024``); black
+        when the browser has failed (the episode is then truncated with
+        ``info["infra_error"]``). ``None`` before the first reset or without a
+        render mode.
+
+        Raises:
+            DependencyNotInstalled: ``"rgb_array"`` without Pillow (the ``web`` extra).
+
+        Example:
+            >>> import gymnasium as gym, feedbackgym
+            >>> env = gym.make("feedbackgym/WebForm-v0", render_mode="rgb_array")
+            >>> _ = env.reset(seed=0)  # doctest: +SKIP
+            >>> frame = env.render()  # doctest: +SKIP
+            >>> frame.shape, frame.dtype  # doctest: +SKIP
+            ((768, 1024, 3), dtype('uint8'))
+            >>> env.close()
+        """
+        episode = self._episode
+        if self.render_mode is None or episode is None:
             return None
-        return self._text(self._episode)
+        if self.render_mode == "ansi":
+            return self._text(episode)
+        pages = self._pages
+        try:
+            if pages is None or episode.judgement.outcome == "infra_error":
+                raise BrowserError("no page to render")
+            return _decode_png(pages.run(driver.screenshot))
+        except BrowserError:
+            return np.zeros((VIEWPORT["height"], VIEWPORT["width"], 3), np.uint8)
 
     def close(self) -> None:
         """Closes this env's browser contexts and ends its browser lease. Idempotent."""
@@ -469,3 +500,13 @@ class BrowserEnv(SuiteEnv, ABC):
                     break
                 self._advance(episode, index)
             self._episode = episode
+
+
+def _decode_png(png: bytes) -> np.ndarray:
+    """The RGB pixels of a PNG, ``H x W x 3`` ``uint8``."""
+    try:
+        from PIL import Image
+    except ImportError as error:
+        raise DependencyNotInstalled.for_extra("PIL", "web") from error
+    with Image.open(io.BytesIO(png)) as image:
+        return np.asarray(image.convert("RGB"), dtype=np.uint8)

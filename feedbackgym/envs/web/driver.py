@@ -16,7 +16,7 @@ from feedbackgym.envs.web.actions import WebAction
 from feedbackgym.envs.web.browser import BrowserError, Page
 from feedbackgym.envs.web.snapshot import PageSnapshot
 
-__all__ = ["DriverConfig", "act", "click", "snapshot", "start"]
+__all__ = ["DriverConfig", "act", "click", "screenshot", "snapshot", "start"]
 
 DriverConfig = dict[str, Any]
 """``{"max": slots, "root": CSS selector or None, "exclude": [element ids]}``."""
@@ -65,3 +65,12 @@ async def act(page: Page, action: WebAction, value: str | None, cfg: DriverConfi
     """
     payload = {"verb": action.verb, "id": action.slot, "value": value, "dir": action.direction}
     return _parse(await page.evaluate(_ACT, json.dumps([payload, cfg])))
+
+
+async def screenshot(page: Page) -> bytes:
+    """A PNG of the page's viewport as it stands (the text caret hidden).
+
+    Animations are left alone: stopping them would fire their end events and
+    could change what the page does next.
+    """
+    return await page.screenshot(type="png", caret="hide")
