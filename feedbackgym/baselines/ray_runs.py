@@ -202,6 +202,14 @@ def _connect(address: str | None) -> bool:
     return True
 
 
+def _head_node() -> str:
+    """The head node's id (the driver's node if none says it is the head)."""
+    for node in ray.nodes():
+        if node.get("Alive") and "node:__internal_head__" in node.get("Resources", {}):
+            return str(node["NodeID"])
+    return str(ray.get_runtime_context().get_node_id())
+
+
 def run_on_ray(
     runs: list[RunConfig],
     options: RayOptions,
@@ -226,9 +234,8 @@ def run_on_ray(
         Exception: A run's error (the other runs are cancelled).
     """
     started = _connect(options.address)
-    here = ray.get_runtime_context().get_node_id()
     mailbox = _Mailbox.options(  # type: ignore[attr-defined]
-        scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=here, soft=True)
+        scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=_head_node(), soft=False)
     ).remote()
     try:
         by_name = {Path(run.out_dir).name: run for run in runs}
