@@ -15,7 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from feedbackgym.datasets.episode import Episode, EpisodeMeta, FeedbackEvent, FeedbackType
-    from feedbackgym.datasets.errors import DamagedFile, DamagedFileWarning, StoreError
+    from feedbackgym.datasets.errors import (
+        DamagedFile,
+        DamagedFileError,
+        DamagedFileWarning,
+        StoreError,
+    )
     from feedbackgym.datasets.export import export_minari
     from feedbackgym.datasets.gathering import GatherReport, gather
     from feedbackgym.datasets.recorder import EpisodeRecorder
@@ -24,6 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DamagedFile",
+    "DamagedFileError",
     "DamagedFileWarning",
     "Episode",
     "EpisodeFilter",
@@ -42,6 +48,7 @@ __all__ = [
 
 _MODULES = {
     "DamagedFile": "errors",
+    "DamagedFileError": "errors",
     "DamagedFileWarning": "errors",
     "Episode": "episode",
     "EpisodeFilter": "store",

@@ -13,6 +13,10 @@ one, a log that is not one) is left out and left in place: its episodes are
 missing, the store's others read as usual, and it is listed in
 :attr:`Catalog.damaged` and reported with a :class:`DamagedFileWarning` once
 (again only if the reason changes). A log whose segment is damaged is read instead.
+A segment whose index reads but whose data does not (a checksum that fails in a
+column) is found when the data is read: :func:`load_episodes` then skips it the
+same way (or raises :class:`DamagedFileError`), and the catalog leaves its
+episodes out from then on, until the file changes.
 """
 
 from __future__ import annotations
@@ -26,10 +30,22 @@ from typing import Any
 
 from feedbackgym.datasets._codec import decode_episode
 from feedbackgym.datasets._hdf5 import h5py
-from feedbackgym.datasets._segment import SegmentRef, read_columns, read_index, slice_episode
+from feedbackgym.datasets._segment import (
+    DAMAGE_ERRORS,
+    SegmentRef,
+    as_read_error,
+    read_columns,
+    read_index,
+    slice_episode,
+)
 from feedbackgym.datasets._wal import read_log
 from feedbackgym.datasets.episode import Episode, EpisodeMeta
-from feedbackgym.datasets.errors import DamagedFile, DamagedFileWarning, damaged_file
+from feedbackgym.datasets.errors import (
+    DamagedFile,
+    DamagedFileError,
+    DamagedFileWarning,
+    damaged_file,
+)
 
 __all__ = ["COLD_DIR", "Catalog", "Entry", "load_episodes", "segment_files"]
 
@@ -139,6 +155,17 @@ class Catalog:
             )
         self._damaged[damaged.path] = damaged
 
+    def mark_damaged(self, damaged: DamagedFile) -> None:
+        """Reports a segment found damaged past its index, and leaves its episodes out.
+
+        They stay out until the file changes (is restored or rewritten).
+        """
+        self._report(damaged)
+        cached = self._segments.get(damaged.path)
+        if cached is not None:
+            self._segments[damaged.path] = (cached[0], [])
+        self._drop_columns(damaged.path)
+
     def _forget(self, segments: set[Path], logs: set[Path]) -> None:
         for path in set(self._segments) - segments:
             del self._segments[path]
@@ -151,17 +178,36 @@ class Catalog:
     def columns(
         self, path: Path, group: str, include: Callable[[str], bool] | None = None
     ) -> dict[str, Any]:
-        """Reads whole columns of a segment's round group (all, or those ``include`` keeps)."""
-        with h5py.File(path, "r") as file:
-            return read_columns(file, group, include)
+        """Reads whole columns of a segment's round group (all, or those ``include`` keeps).
+
+        Raises:
+            DamagedFileError: The file cannot be read (a checksum fails, a part is broken).
+            FileNotFoundError: The file is gone (retention moved it).
+        """
+        try:
+            with h5py.File(path, "r") as file:
+                return read_columns(file, group, include)
+        except FileNotFoundError:
+            raise
+        except DAMAGE_ERRORS as error:
+            raise DamagedFileError(damaged_file(path, as_read_error(error))) from error
 
     def cached_columns(
         self, path: Path, group: str, include: Callable[[str], bool]
     ) -> dict[str, Any]:
-        """Like :meth:`columns`, but kept in memory until the file changes (for sampling)."""
+        """Like :meth:`columns`, but kept in memory until the file changes (for sampling).
+
+        Raises:
+            DamagedFileError: The file cannot be read; it is left out from then on
+                (:meth:`mark_damaged`), so the next draw does without it.
+        """
         key = (path, group, include)
         if key not in self._columns:
-            self._columns[key] = self.columns(path, group, include)
+            try:
+                self._columns[key] = self.columns(path, group, include)
+            except DamagedFileError as error:
+                self.mark_damaged(error.damaged)
+                raise
         return self._columns[key]
 
     def _drop_columns(self, path: Path) -> None:
@@ -181,12 +227,27 @@ def _caller_level() -> int:
 
 
 def load_episodes(
-    catalog: Catalog, entries: Iterable[Entry], include: Callable[[str], bool] | None = None
+    catalog: Catalog,
+    entries: Iterable[Entry],
+    include: Callable[[str], bool] | None = None,
+    *,
+    skip_damaged: bool = False,
 ) -> Iterator[Episode]:
     """Yields the episodes of ``entries`` with their columns (all, or those ``include`` keeps).
 
     Reads each round group of a segment once, whole, and cuts its episodes
     from it; episodes from logs are in memory already and come last.
+
+    Args:
+        catalog: The catalog the entries come from.
+        entries: The episodes to read.
+        include: Which columns to read (all when ``None``).
+        skip_damaged: Skip a segment whose data cannot be read, with a
+            :class:`DamagedFileWarning` (the catalog leaves it out from then
+            on), instead of raising.
+
+    Raises:
+        DamagedFileError: A segment's data cannot be read (``skip_damaged`` false).
     """
     entries = list(entries)
     groups: dict[tuple[Path, str], list[tuple[EpisodeMeta, SegmentRef]]] = {}
@@ -195,9 +256,18 @@ def load_episodes(
             ref = entry.source
             groups.setdefault((ref.path, ref.group), []).append((entry.meta, ref))
     for (path, group), members in groups.items():
-        columns = catalog.columns(path, group, include)
-        for meta, ref in members:
-            yield slice_episode(columns, meta, ref)
+        try:
+            columns = catalog.columns(path, group, include)
+            try:
+                episodes = [slice_episode(columns, meta, ref) for meta, ref in members]
+            except DAMAGE_ERRORS as error:  # the index and the columns disagree
+                raise DamagedFileError(damaged_file(path, as_read_error(error))) from error
+        except DamagedFileError as error:
+            if not skip_damaged:
+                raise
+            catalog.mark_damaged(error.damaged)
+            continue
+        yield from episodes
     for entry in entries:
         if isinstance(entry.source, Episode):
             columns = entry.source.complete().columns

@@ -127,13 +127,16 @@ def decode_episode(body: bytes) -> Episode:
         ValueError: The body is not a whole record.
     """
     view = memoryview(body)
-    (header_length,) = _U32.unpack_from(view)
-    offset = _U32.size + header_length
-    header = json.loads(bytes(view[_U32.size : offset]))
-    meta = EpisodeMeta.from_dict(header["meta"])
-    columns = header["columns"]
-    schema = tuple((name, np.dtype(dtype), tuple(shape)) for name, dtype, shape in columns)
-    return Episode(meta, _read_columns(view, offset, schema, meta.length, header["events"]))
+    try:
+        (header_length,) = _U32.unpack_from(view)
+        offset = _U32.size + header_length
+        header = json.loads(bytes(view[_U32.size : offset]))
+        meta = EpisodeMeta.from_dict(header["meta"])
+        columns = header["columns"]
+        schema = tuple((name, np.dtype(dtype), tuple(shape)) for name, dtype, shape in columns)
+        return Episode(meta, _read_columns(view, offset, schema, meta.length, header["events"]))
+    except (struct.error, KeyError, TypeError, IndexError, AttributeError, OverflowError) as error:
+        raise ValueError(f"not a whole episode record ({type(error).__name__}: {error})") from error
 
 
 def decode_encoded(encoded: EncodedEpisode) -> Episode:

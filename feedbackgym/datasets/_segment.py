@@ -28,9 +28,11 @@ from feedbackgym.datasets.columns import column_rows, compatible, with_neutral
 from feedbackgym.datasets.episode import Episode, EpisodeMeta, concat_columns
 
 __all__ = [
+    "DAMAGE_ERRORS",
     "FORMAT",
     "FORMAT_VERSION",
     "SegmentRef",
+    "as_read_error",
     "check_not_nested",
     "group_path",
     "read_columns",
@@ -47,6 +49,20 @@ _BLOCK = 4 << 20
 """Bytes by which HDF5 grows a segment's in-memory image."""
 _STRING_ROW_BYTES = 16
 _RESERVED = ("episodes", "json")
+DAMAGE_ERRORS = (
+    OSError,
+    ValueError,
+    KeyError,
+    TypeError,
+    RuntimeError,
+    AttributeError,
+    IndexError,
+    OverflowError,
+)
+"""What reading a damaged HDF5 file can raise: beside ``OSError`` (a failed read, a
+checksum that does not match) h5py raises ``RuntimeError`` (a broken B-tree or
+object header), ``KeyError`` (a missing link) and ``TypeError`` (an object of the
+wrong kind at a name), and numpy ``ValueError`` or ``IndexError`` on nonsense sizes."""
 
 
 @dataclass(frozen=True)
@@ -304,25 +320,42 @@ def _refs(strings: _Strings, values: list[tuple[Any, ...]]) -> np.ndarray:
     return np.array([ref(v) for v in values], np.int32)
 
 
+def as_read_error(error: BaseException) -> OSError | ValueError:
+    """``error`` (one of :data:`DAMAGE_ERRORS`) as the ``OSError`` or ``ValueError`` readers report.
+
+    Example:
+        >>> as_read_error(RuntimeError("Object visitation failed (bad heap free list)"))
+        ValueError('a damaged HDF5 structure (Object visitation failed (bad heap free list))')
+    """
+    if isinstance(error, OSError | ValueError):
+        return error
+    if isinstance(error, KeyError):
+        return ValueError(f"an incomplete feedbackgym trajectory file ({error})")
+    return ValueError(f"a damaged HDF5 structure ({error})")
+
+
 def read_index(path: Path) -> list[tuple[EpisodeMeta, SegmentRef]]:
     """Reads the episode index of every round group of a segment.
 
     Raises:
         OSError: The file cannot be opened or read.
-        ValueError: It is not a feedbackgym segment, or lacks part of one.
+        ValueError: It is not a feedbackgym segment, lacks part of one, or
+            its HDF5 structure is damaged.
     """
     entries: list[tuple[EpisodeMeta, SegmentRef]] = []
-    with h5py.File(path, "r") as file:
-        if file.attrs.get("format") != FORMAT:
-            raise ValueError("not a feedbackgym trajectory file")
-        try:
+    try:
+        with h5py.File(path, "r") as file:
+            if file.attrs.get("format") != FORMAT:
+                raise ValueError("not a feedbackgym trajectory file")
             for name in json.loads(file.attrs["groups"]):
                 group = file[name]
                 index = {key: ds[()] for key, ds in group["episodes"].items()}
                 strings = group["json"].asstr()[()]
                 entries.extend(_entries(path, name, group.attrs, index, strings))
-        except KeyError as error:
-            raise ValueError(f"an incomplete feedbackgym trajectory file ({error})") from error
+    except DAMAGE_ERRORS as error:
+        if isinstance(error, OSError | ValueError):
+            raise
+        raise as_read_error(error) from error
     return entries
 
 

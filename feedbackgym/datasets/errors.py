@@ -11,6 +11,7 @@ from feedbackgym.errors import FeedbackGymError
 
 __all__ = [
     "DamagedFile",
+    "DamagedFileError",
     "DamagedFileWarning",
     "StoreError",
     "damaged_file",
@@ -65,6 +66,34 @@ class DamagedFileWarning(UserWarning):
     the store's other episodes read as usual. ``warnings.simplefilter("error",
     DamagedFileWarning)`` turns it into an exception instead.
     """
+
+
+class DamagedFileError(FeedbackGymError, OSError):
+    """A store file whose index read fine turned out damaged when its data was read.
+
+    Reading the store on (:meth:`~feedbackgym.datasets.TrajectoryStore.iter_episodes`,
+    ``datasets inspect``) skips such a file with a :class:`DamagedFileWarning`
+    instead; this is raised where skipping would lose data or a draw: sampling
+    (the next draw leaves the file out), retention and gathering (nothing is
+    moved or deleted).
+
+    Attributes:
+        damaged: The file and why it cannot be read.
+
+    Example:
+        >>> error = DamagedFileError(DamagedFile(Path("a-000000.h5"), "a checksum fails"))
+        >>> print(error)
+        cannot read a-000000.h5: a checksum fails
+        >>> isinstance(error, OSError)
+        True
+    """
+
+    def __init__(self, damaged: DamagedFile) -> None:
+        super().__init__(f"cannot read {damaged}")
+        self.damaged = damaged
+
+    def __reduce__(self) -> tuple[type[DamagedFileError], tuple[DamagedFile]]:
+        return type(self), (self.damaged,)
 
 
 def damaged_file(path: Path, error: OSError | ValueError) -> DamagedFile:

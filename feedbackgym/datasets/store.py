@@ -294,11 +294,14 @@ class TrajectoryStore:
         """Yields the matching episodes with all their data.
 
         Segments are read one round group at a time, so memory stays bounded.
+        A segment whose data turns out unreadable (a checksum fails) is skipped
+        like a damaged file: a :class:`~feedbackgym.datasets.errors.DamagedFileWarning`
+        names it, :meth:`damaged` lists it and its episodes are left out from then on.
 
         Args:
             **filters: See :class:`EpisodeFilter`.
         """
-        return load_episodes(self._catalog, self._matching(filters))
+        return load_episodes(self._catalog, self._matching(filters), skip_damaged=True)
 
     def sample(
         self,
@@ -337,6 +340,8 @@ class TrajectoryStore:
 
         Raises:
             ValueError: No episode matches, or a bad size or fraction.
+            DamagedFileError: A segment's data turns out unreadable (a checksum
+                fails); it is left out from then on, so the next call draws without it.
         """
         matched = self._matching(filters)
         rng = self._rng if seed is None else np.random.default_rng(seed)

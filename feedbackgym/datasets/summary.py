@@ -10,9 +10,9 @@ from typing import Any
 
 from feedbackgym.datasets._catalog import COLD_DIR, Catalog, Entry, load_episodes, segment_files
 from feedbackgym.datasets._hdf5 import h5py
-from feedbackgym.datasets._segment import SegmentRef
+from feedbackgym.datasets._segment import DAMAGE_ERRORS, SegmentRef, as_read_error
 from feedbackgym.datasets.episode import FeedbackType
-from feedbackgym.datasets.errors import DamagedFile, StoreError
+from feedbackgym.datasets.errors import DamagedFile, StoreError, damaged_file
 
 __all__ = ["RoundSummary", "StoreFiles", "summarize"]
 
@@ -75,9 +75,17 @@ def summarize(path: str | os.PathLike[str]) -> tuple[list[RoundSummary], StoreFi
     if not root.exists():
         raise StoreError(f"{root} does not exist")
     catalog = Catalog(root)
-    entries = catalog.entries()
+    feedback: Counter[tuple[str, str, int]] = Counter()  # (task, round, kind) -> events
+    events = load_episodes(
+        catalog, catalog.entries(), lambda name: name == "events/type", skip_damaged=True
+    )
+    for episode in events:
+        kinds = episode.column("events/type")
+        for kind in (FeedbackType.GUIDE, FeedbackType.REVIEW):
+            feedback[(episode.meta.task_id, episode.meta.round, kind)] += int((kinds == kind).sum())
+    sizes = _sizes(catalog, catalog.entries())
     rounds: dict[tuple[str, str], RoundSummary] = {}
-    for entry in entries:
+    for entry in catalog.entries():  # without the segments found damaged above
         meta = entry.meta
         summary = rounds.setdefault(
             (meta.task_id, meta.round), RoundSummary(meta.task_id, meta.round)
@@ -88,13 +96,10 @@ def summarize(path: str | os.PathLike[str]) -> tuple[list[RoundSummary], StoreFi
         summary.successes += bool(meta.success)
         if meta.phase:
             summary.phases[meta.phase] += 1
-    for episode in load_episodes(catalog, entries, lambda name: name == "events/type"):
-        summary = rounds[(episode.meta.task_id, episode.meta.round)]
-        kinds = episode.column("events/type")
-        summary.guides += int((kinds == FeedbackType.GUIDE).sum())
-        summary.reviews += int((kinds == FeedbackType.REVIEW).sum())
-    for (task_id, round), size in _sizes(entries).items():
-        rounds[(task_id, round)].size = size
+    for (task_id, round), summary in rounds.items():
+        summary.guides = feedback[(task_id, round, FeedbackType.GUIDE)]
+        summary.reviews = feedback[(task_id, round, FeedbackType.REVIEW)]
+        summary.size = sizes.get((task_id, round), 0)
     segments = segment_files(root)
     logs = [] if root.is_file() else list(root.glob("*.log"))
     files = StoreFiles(
@@ -107,7 +112,8 @@ def summarize(path: str | os.PathLike[str]) -> tuple[list[RoundSummary], StoreFi
     return list(rounds.values()), files
 
 
-def _sizes(entries: list[Entry]) -> dict[tuple[str, str], int]:
+def _sizes(catalog: Catalog, entries: list[Entry]) -> dict[tuple[str, str], int]:
+    """Bytes per task and round; a segment whose structure fails here is marked damaged."""
     sizes: Counter[tuple[str, str]] = Counter()
     groups: dict[tuple[Path, str], tuple[str, str]] = {}
     for entry in entries:
@@ -117,8 +123,13 @@ def _sizes(entries: list[Entry]) -> dict[tuple[str, str], int]:
         else:
             sizes[key] += sum(c.nbytes for c in entry.source.columns.values())
     for (path, group), key in groups.items():
-        with h5py.File(path, "r") as file:
-            sizes[key] += _storage_size(file[group])
+        try:
+            with h5py.File(path, "r") as file:
+                sizes[key] += _storage_size(file[group])
+        except FileNotFoundError:  # moved by retention since it was listed
+            continue
+        except DAMAGE_ERRORS as error:
+            catalog.mark_damaged(damaged_file(path, as_read_error(error)))
     return dict(sizes)
 
 

@@ -4,9 +4,10 @@
 datasets (numeric columns carry Fletcher-32 checksums, so a flipped bit in
 them fails the read; segments written before the checksums are read for their
 structure) and its episode index, and each write-ahead log's records (each
-framed with a CRC-32; bytes past the last complete record are a torn write or
-corruption). :func:`quarantine` moves damaged files to ``PATH/quarantine/``,
-where the store no longer reads them, keeping their paths below it.
+framed with a CRC-32, and decoded; bytes past the last complete record are a torn
+write or corruption). A file it cannot stat (a dangling link) is damaged too.
+:func:`quarantine` moves damaged files to ``PATH/quarantine/``, where the store
+no longer reads them, keeping their paths below it.
 ``feedbackgym datasets verify PATH [--quarantine]`` runs both.
 
 Example:
@@ -29,8 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from feedbackgym.datasets._catalog import segment_files
+from feedbackgym.datasets._codec import decode_episode
 from feedbackgym.datasets._hdf5 import h5py
-from feedbackgym.datasets._segment import read_index
+from feedbackgym.datasets._segment import DAMAGE_ERRORS, as_read_error, read_index
 from feedbackgym.datasets._wal import read_log
 from feedbackgym.datasets.errors import DamagedFile, StoreError, damaged_file
 
@@ -74,16 +76,16 @@ def quarantine(path: str | os.PathLike[str], damaged: Iterable[DamagedFile]) -> 
 
 
 def _check_segment(path: Path) -> DamagedFile | None:
-    if path.stat().st_size == 0:
-        return DamagedFile(path, "empty (0 bytes)")
     try:
+        if path.stat().st_size == 0:
+            return DamagedFile(path, "empty (0 bytes)")
         read_index(path)
         with h5py.File(path, "r") as file:
             file.visititems(_read_in_full)
-    except (OSError, ValueError, KeyError) as error:
+    except DAMAGE_ERRORS as error:
         if isinstance(error, KeyError):
             return DamagedFile(path, f"a part is missing: {error}")
-        return damaged_file(path, error)
+        return damaged_file(path, as_read_error(error))
     return None
 
 
@@ -96,11 +98,16 @@ def _read_in_full(name: str, item: Any) -> None:
 
 
 def _check_log(path: Path) -> DamagedFile | None:
-    size = path.stat().st_size
-    if size == 0:
-        return DamagedFile(path, "empty (0 bytes)")
     try:
-        _, end = read_log(path)
+        size = path.stat().st_size
+        if size == 0:
+            return DamagedFile(path, "empty (0 bytes)")
+        bodies, end = read_log(path)
+        for number, body in enumerate(bodies):
+            try:
+                decode_episode(body)
+            except ValueError as error:
+                return DamagedFile(path, f"record {number} cannot be decoded: {error}")
     except (OSError, ValueError) as error:
         return damaged_file(path, error)
     if end < size:
