@@ -3,12 +3,16 @@
 On OpsIncident hard with the guide-then-review+shaping stack, ``--num-envs``
 stacks are stepped as one :class:`~feedbackgym.baselines.env_workers.EnvWorkers`
 group (what an env worker process does each step, random actions, same-step
-reset), once without and once with every episode recorded to a
-:class:`~feedbackgym.datasets.TrajectoryStore` (one shard per env, as in
-worker processes). The two take turns, ``--block`` rounds at a time, and each
-is timed by the median of its blocks (the machine's speed drifts; turns
-measured side by side do not). The store's last seal at ``close()`` is not
-counted: a training run pays it once.
+reset): without recording; with every episode recorded to a
+:class:`~feedbackgym.datasets.TrajectoryStore` in the stepping process (one
+shard per env, as worker processes given a path do); and recorded through a
+writer process (``TrajectoryStore(path, writer="process")``, one store for the
+group). The setups take turns, ``--block`` rounds at a time, and each is timed
+by the median of its blocks, in wall time and in the stepping process's CPU
+time (the machine's speed drifts, and other work on it stretches wall time;
+turns measured side by side do not drift apart). The writer processes' CPU
+time is read once they have exited. The stores' last seal at ``close()`` is
+not counted in the stepping process: a training run pays it once.
 
 Usage:
     python benchmarks/recorder_in_training.py [--rounds 2000] [--block 50] [--num-envs 32]
@@ -17,6 +21,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import tempfile
 import time
@@ -28,6 +33,7 @@ from feedbackgym.baselines.arms import arm_config
 from feedbackgym.baselines.env_workers import EnvWorkers
 from feedbackgym.baselines.flat import trainer_env
 from feedbackgym.config import FeedbackConfig
+from feedbackgym.datasets import TrajectoryStore
 
 ENV_ID = "feedbackgym/OpsIncidentHard-v0"
 ARM = "guide-then-review+shaping"
@@ -41,38 +47,59 @@ def main() -> None:
     args = parser.parse_args()
     config = arm_config(ARM, FeedbackConfig(), 16)
     actions = np.random.default_rng(0).integers(0, 70, (args.block, args.num_envs))
+    blocks: dict[str, list[tuple[float, float]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
+        records = {
+            "stack": None,
+            "stack + recorder": f"{tmp}/thread",
+            "stack + writer process": TrajectoryStore(f"{tmp}/process", writer="process"),
+        }
         setups = {
             name: EnvWorkers([partial(trainer_env, ENV_ID, config, 0, record)] * args.num_envs)
-            for name, record in (("stack", None), ("stack + recorder", tmp))
+            for name, record in records.items()
         }
-        blocks: dict[str, list[float]] = {name: [] for name in setups}
+        blocks = {name: [] for name in setups}
         try:
             for envs in setups.values():
                 envs.reset(seed=0)
             for turn in range(-1, args.rounds // args.block):  # turn -1 warms up
                 for name, envs in setups.items():
-                    start = time.perf_counter()
+                    start, cpu = time.perf_counter(), time.process_time()
                     for step in actions:
                         envs.step_async(0, step)
                         envs.step_wait(0)
                     if turn >= 0:
-                        blocks[name].append(time.perf_counter() - start)
+                        times = (time.perf_counter() - start, time.process_time() - cpu)
+                        blocks[name].append(times)
         finally:
             for envs in setups.values():
                 envs.close()
+            store = records["stack + writer process"]
+            assert isinstance(store, TrajectoryStore)
+            store.close()
+    writer_cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
+    steps = (args.rounds // args.block + 1) * args.block * args.num_envs
     per_step = {
-        name: statistics.median(times) / (args.block * args.num_envs) * 1e6
+        name: [
+            statistics.median(t[i] for t in times) / (args.block * args.num_envs) * 1e6
+            for i in (0, 1)
+        ]
         for name, times in blocks.items()
     }
     print(f"{ENV_ID}, {ARM}, {args.num_envs} envs in one group, {args.rounds} rounds")
-    for name, micros in per_step.items():
-        print(f"{name:<18} {micros:7.1f} us/step")
-    plain, recorded = per_step["stack"], per_step["stack + recorder"]
-    print(
-        f"recorder adds {recorded - plain:.1f} us/step: the stepping process keeps "
-        f"{plain / recorded:.2f}x of its rate"
-    )
+    print(f"{'setup':<24} {'wall us/step':>12} {'CPU us/step':>12}")
+    for name, (wall, cpu) in per_step.items():
+        print(f"{name:<24} {wall:12.1f} {cpu:12.1f}")
+    plain = per_step["stack"]
+    for name in ("stack + recorder", "stack + writer process"):
+        wall, cpu = per_step[name]
+        print(
+            f"{name}: +{wall - plain[0]:.1f} us/step wall, +{cpu - plain[1]:.1f} us/step CPU "
+            f"in the stepping process (keeps {plain[0] / wall:.2f}x wall, "
+            f"{plain[1] / cpu:.2f}x CPU)"
+        )
+    children = (writer_cpu.ru_utime + writer_cpu.ru_stime) / steps * 1e6
+    print(f"writer process CPU, the final seal included: {children:.1f} us/step")
 
 
 if __name__ == "__main__":

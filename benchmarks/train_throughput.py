@@ -96,12 +96,16 @@ def sb3_rate(steps: int, config: FeedbackConfig) -> float:
     return rate
 
 
-def torch_rate(steps: int, num_envs: int, record: str | None, **settings: int) -> float:
+def torch_rate(
+    steps: int, num_envs: int, record: str | None, writer: str = "thread", **settings: int
+) -> float:
     """Steady-state steps/s of the torch trainer on the stack, recording at ``record`` if given.
 
-    In-process envs share one store (one writer), as a run's do; worker
-    processes' envs each write a shard at the path. ``settings`` override
-    :class:`PPOConfig`'s.
+    In-process envs share one store, as a run's do. With ``writer="thread"``
+    worker processes' envs each write a shard at the path (as before writer
+    processes); with ``"process"`` each worker's envs share one store whose
+    episodes a writer process beside the worker encodes, logs and seals.
+    ``settings`` override :class:`PPOConfig`'s.
     """
     config = PPOConfig(
         ENV_ID, ARM, total_timesteps=steps, num_envs=num_envs, device="cpu", **settings
@@ -113,10 +117,10 @@ def torch_rate(steps: int, num_envs: int, record: str | None, **settings: int) -
 
     if record is None:
         train(config, on_round=on_round)
-    elif config.workers:
+    elif config.workers and writer == "thread":
         train(config, on_round=on_round, record=record)
     else:
-        with TrajectoryStore(record) as store:
+        with TrajectoryStore(record, writer=writer) as store:
             train(config, on_round=on_round, record=store)
     return (len(ends) - 1) * config.num_envs * config.num_steps / (ends[-1] - ends[0])
 
@@ -161,6 +165,18 @@ def main() -> None:
             "torch, 1 env worker + recorder, overlapped": lambda r: torch_rate(
                 args.steps, args.num_envs, f"{tmp}/o-{r}", workers=1, **OVERLAP
             ),
+            "torch trainer + writer process": lambda r: torch_rate(
+                args.steps, args.num_envs, f"{tmp}/p{r}", "process"
+            ),
+            **{
+                f"torch, {w} env worker(s) + writer process": lambda r, w=w: torch_rate(
+                    args.steps, args.num_envs, f"{tmp}/pw{w}-{r}", "process", workers=w
+                )
+                for w in (1, 2)
+            },
+            "torch, 1 env worker + writer process, overlapped": lambda r: torch_rate(
+                args.steps, args.num_envs, f"{tmp}/po-{r}", "process", workers=1, **OVERLAP
+            ),
             "compare's update, 1 env worker": lambda r: torch_rate(
                 args.steps, args.num_envs, None, workers=1, **COMPARE_UPDATE
             ),
@@ -177,21 +193,25 @@ def main() -> None:
                 best[name] = max(best.get(name, 0.0), run(repeat))
     base = best.get("env + stack (random actions)")
     print(f"{ENV_ID}, {ARM}, {args.steps} steps, torch trainer {args.num_envs} envs, 2 cores")
-    print(f"{'setup':<36} {'steps/s':>9} {'vs env + stack':>15}")
+    print(f"{'setup':<50} {'steps/s':>9} {'vs env + stack':>15}")
     for name, rate in best.items():
         ratio = f"{rate / base:>14.2f}x" if base else ""
-        print(f"{name:<36} {rate:>9.0f} {ratio}")
+        print(f"{name:<50} {rate:>9.0f} {ratio}")
+    overlapped = "torch, 1 env worker, overlapped update"
     pairs = [
         ("torch trainer", "torch trainer + recorder"),
-        ("torch, 1 env worker, overlapped update", "torch, 1 env worker + recorder, overlapped"),
+        ("torch trainer", "torch trainer + writer process"),
+        (overlapped, "torch, 1 env worker + recorder, overlapped"),
+        (overlapped, "torch, 1 env worker + writer process, overlapped"),
     ]
     pairs += [
-        (f"torch trainer, {w} env worker(s)", f"torch, {w} env worker(s) + recorder")
+        (f"torch trainer, {w} env worker(s)", f"torch, {w} env worker(s) + {recorder}")
         for w in (1, 2)
+        for recorder in ("recorder", "writer process")
     ]
     for setup, recorded in pairs:
         if setup in best and recorded in best:
-            print(f"recording keeps {best[recorded] / best[setup]:.2f}x of {setup}'s throughput")
+            print(f"{recorded} keeps {best[recorded] / best[setup]:.2f}x of {setup}'s throughput")
     print(f"numpy {np.__version__}, torch {torch.__version__}")
 
 

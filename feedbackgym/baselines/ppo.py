@@ -45,7 +45,7 @@ from feedbackgym.baselines.agent import (
 )
 from feedbackgym.baselines.arms import ArmFeedback, rounds_for
 from feedbackgym.baselines.device import resolve_device
-from feedbackgym.baselines.env_workers import EnvWorkers, StepBatch
+from feedbackgym.baselines.env_workers import EnvWorkers, StepBatch, worker_layout
 from feedbackgym.baselines.flat import Credit, trainer_env
 from feedbackgym.baselines.system import SystemMonitor
 from feedbackgym.baselines.update_worker import UpdateWorker
@@ -85,7 +85,10 @@ class PPOConfig(ArmFeedback):
         num_steps: Steps per env per round.
         workers: Worker processes that step the envs, two groups each: a worker
             steps one group while the learner picks the other's actions (0:
-            every env in the learner's process). See :class:`~.env_workers.EnvWorkers`.
+            every env in the learner's process; ``None``: 0, or for envs with
+            slow steps such as web and code, one per env up to
+            :data:`~.env_workers.SLOW_ENV_WORKERS`, each env stepped as soon as
+            its last step is back). See :func:`~.env_workers.worker_layout`.
         use_text: Also read the text observation (needs ``obs_mode="both"`` in ``env_kwargs``).
         text_length: Characters of text the embedding reads.
         learning_rate: Adam's step size.
@@ -124,7 +127,7 @@ class PPOConfig(ArmFeedback):
     total_timesteps: int = 50_000
     num_envs: int = 8
     num_steps: int = 128
-    workers: int = 0
+    workers: int | None = None
     use_text: bool = False
     text_length: int = 512
     learning_rate: float = 3e-4
@@ -164,17 +167,15 @@ def make_vector_env(
 ) -> EnvWorkers:
     """``num_envs`` stacks as ``feedback`` describes, each seen through :class:`~.flat.TrainerView`.
 
-    In the learner's process, or in ``config.workers`` worker processes.
-    ``record`` is a store, or its path for worker processes (each env writes its own shard).
+    In the learner's process, or in worker processes (see :func:`~.env_workers.worker_layout`).
+    ``record`` is a store, or its path. A store goes to worker processes as its
+    path and options: each worker's envs share one copy (one shard, or one
+    writer process with ``writer="process"``); with a path, each env opens its own.
     """
-    if config.workers and record is not None and not isinstance(record, (str, os.PathLike)):
-        raise ValueError(
-            "with worker processes, record to a store's path (each env writes a shard)"
-        )
     text_length = config.text_length if config.use_text else 0
     build = partial(trainer_env, config.env_id, feedback, text_length, record, **config.env_kwargs)
-    groups = min(config.num_envs, 2 * config.workers) if config.workers else 1
-    return EnvWorkers([build] * config.num_envs, groups=groups, processes=config.workers)
+    processes, groups = worker_layout(config.env_id, config.num_envs, config.workers)
+    return EnvWorkers([build] * config.num_envs, groups=groups, processes=processes)
 
 
 class Rollout:
@@ -263,20 +264,34 @@ class Learner:
     def collect(self) -> dict[str, float]:
         """Plays one round; returns its episodes' mean env return and success (when any ended).
 
-        Group by group: while one group's envs step (in their worker), the
-        learner records the other's last step and picks its next actions.
+        Group by group, as each becomes ready: while some groups' envs step (in
+        their workers), the learner records another's last step and picks its
+        next actions (:meth:`~.env_workers.EnvWorkers.step_wait_any`). A slow
+        step holds up only its own group; each group plays ``num_steps`` steps
+        in order, so every env's column of the round is its own trajectory. Each
+        group draws its actions from its own generator, seeded from torch's at
+        the round's start, so the round does not depend on which group
+        finished first. In this process the groups take turns, as in lockstep.
         """
         assert self.next_obs is not None, "reset() first"
         self._finished, self._successes = [], []
         policy = FusedPolicy(self.agent)
         groups = self.envs.groups
-        for t in range(self.config.num_steps):
-            for group, rows in enumerate(groups):
-                if t:
-                    self._record(t - 1, rows, self.envs.step_wait(group))
-                self._act(policy, t, group, rows)
+        seeds = torch.randint(2**62, (len(groups),)).tolist()
+        draws = [torch.Generator(device=self.device).manual_seed(s) for s in seeds]
+        played = [0] * len(groups)
         for group, rows in enumerate(groups):
-            self._record(self.config.num_steps - 1, rows, self.envs.step_wait(group))
+            self._act(policy, 0, group, rows, draws[group])
+        stepping = len(groups)
+        while stepping:
+            group, step = self.envs.step_wait_any()
+            rows = groups[group]
+            self._record(played[group], rows, step)
+            played[group] += 1
+            if played[group] < self.config.num_steps:
+                self._act(policy, played[group], group, rows, draws[group])
+            else:
+                stepping -= 1
         for env, credits in enumerate(self.envs.call("take_credits")):  # taken even if unused
             for credit in credits if self.config.review_credit else ():
                 self.buffer.add_credit(env, credit)
@@ -288,13 +303,15 @@ class Learner:
             trend.update(mean_return=float(np.mean(finished)), success=float(np.mean(successes)))
         return trend
 
-    def _act(self, policy: FusedPolicy, t: int, group: int, rows: slice) -> None:
+    def _act(
+        self, policy: FusedPolicy, t: int, group: int, rows: slice, draw: torch.Generator
+    ) -> None:
         """Picks step ``t``'s actions for ``group``'s envs with ``policy``; starts their step."""
         buffer, obs = self.buffer, self.next_obs[rows]  # type: ignore[index]
         buffer.obs[t, rows] = obs
         buffer.episode[t, rows] = self._episode[rows]
         buffer.episode_step[t, rows] = self._episode_step[rows]
-        action, logprob, value = policy(torch.as_tensor(obs, device=self.device))
+        action, logprob, value = policy(torch.as_tensor(obs, device=self.device), draw)
         actions = action.cpu().numpy()
         buffer.actions[t, rows] = actions
         buffer.logprobs[t, rows] = logprob.cpu().numpy()

@@ -80,6 +80,17 @@ class Packer:
         self._flat_keys = tuple(first) if flat else None
         """A flat dict's keys: then a value's structure is its keys, and no container inside."""
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickles the structure without its getters (functions; rebuilt on load)."""
+        state = self.__dict__.copy()
+        del state["_get_packed"], state["_get_kept"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._get_packed = _getter([self._paths[i] for i in self._packed])
+        self._get_kept = _getter([self._paths[i] for i in self._kept])
+
     def pack(self, value: Any) -> Row:
         """``value`` as a row (a copy of its arrays' bytes); a misfit is kept whole."""
         try:

@@ -41,7 +41,8 @@ MAX_SUBGOALS = 64
 _NONE: dict[str, Any] = {}
 _UNSEEN = object()
 _OBJECT = np.dtype(object)
-_EVENT_KEYS = ((int(FeedbackType.GUIDE), "guide"), (int(FeedbackType.REVIEW), "review"))
+_NAN = float("nan")
+_GUIDE, _REVIEW = int(FeedbackType.GUIDE), int(FeedbackType.REVIEW)
 """Plain ints: numpy looks attributes up on an enum member at every use."""
 _to_json = json.JSONEncoder(separators=(",", ":")).encode
 """One encoder for every payload (``json.dumps`` with options builds one per call)."""
@@ -90,8 +91,9 @@ class EpisodeBuilder:
         """``(row, copy of info["subgoals"])`` at the reset and wherever it changed
         (``None`` where the info had none)."""
         self._last_progress: Any = _UNSEEN
-        self._feedback: list[tuple[int, Any]] = []
-        """``(row, info["feedback"])`` for every observation that had it."""
+        self._feedback: list[tuple[Any, ...]] = []
+        """For every observation whose info had ``"feedback"``: ``(row, guide, review, phase,
+        guide weight, review weight)``, or ``(row,)`` where it was ``None``."""
         self._extra_rewards: list[tuple[int, Any, Any]] = []
         """``(step, env reward, shaping reward)`` for steps whose info gave either."""
         self._first_info = info
@@ -104,6 +106,23 @@ class EpisodeBuilder:
 
     def __len__(self) -> int:
         return len(self._steps)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What :meth:`encode` reads, for a writer process, without the packer (sent apart).
+
+        Of the infos only the recorded keys go; the receiver sets :attr:`packer`.
+        """
+        state = self.__dict__.copy()
+        del state["_pack"], state["packer"]
+        first = self._first_info.get(FEEDBACK, _NONE)
+        state["_first_info"] = {FEEDBACK: {"phase": first.get("phase", "")}}
+        last = self._last_info
+        state["_last_info"] = {key: last[key] for key in (IS_SUCCESS, "outcome") if key in last}
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.packer = None  # type: ignore[assignment]
 
     def add(
         self,
@@ -134,7 +153,21 @@ class EpisodeBuilder:
             self._last_progress = progress
             self._progress.append((row, None if progress is None else dict(progress)))
         if FEEDBACK in info:
-            self._feedback.append((row, info[FEEDBACK]))
+            value = info[FEEDBACK]
+            if value is None:
+                self._feedback.append((row,))
+            else:
+                get = value.get
+                self._feedback.append(
+                    (
+                        row,
+                        get("guide"),
+                        get("review"),
+                        get("phase", ""),
+                        get("guide_weight", _NAN),
+                        get("review_weight", _NAN),
+                    )
+                )
 
     def build(
         self,
@@ -283,8 +316,8 @@ class _RecordColumns:
             self.add(name, np.asarray(values))
 
 
-def _feedback_columns(feedback: list[tuple[int, Any]], rows: int) -> dict[str, np.ndarray]:
-    """The feedback and schedule columns of ``rows`` observations from ``(row, feedback)``."""
+def _feedback_columns(feedback: list[tuple[Any, ...]], rows: int) -> dict[str, np.ndarray]:
+    """The feedback and schedule columns of ``rows`` observations (see ``_feedback``)."""
     kinds = np.zeros(rows, np.uint8)
     phases = np.zeros(rows, PHASE_DTYPE)
     guide_weights = np.full(rows, np.nan, np.float32)
@@ -292,19 +325,19 @@ def _feedback_columns(feedback: list[tuple[int, Any]], rows: int) -> dict[str, n
     event_rows: list[int] = []
     event_types: list[int] = []
     payloads: list[str] = []
-    for row, value in feedback:
-        if value is None:
+    for entry in feedback:
+        if len(entry) == 1:  # info["feedback"] was None
             continue
-        for kind, key in _EVENT_KEYS:
-            payload = value.get(key)
+        row, guide, review, phase, guide_weight, review_weight = entry
+        for kind, payload in ((_GUIDE, guide), (_REVIEW, review)):
             if payload:  # absent feedback is None or {}
                 kinds[row] |= kind
                 event_rows.append(row)
                 event_types.append(kind)
                 payloads.append(_to_json(payload))
-        phases[row] = value.get("phase", "").encode()
-        guide_weights[row] = value.get("guide_weight", np.nan)
-        review_weights[row] = value.get("review_weight", np.nan)
+        phases[row] = phase.encode()
+        guide_weights[row] = guide_weight
+        review_weights[row] = review_weight
     columns = {
         "feedback/type": kinds,
         "schedule/phase": phases,

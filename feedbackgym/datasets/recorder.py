@@ -102,20 +102,21 @@ class EpisodeRecorder:
         Raises:
             RuntimeError: No episode is running.
             ValueError: As for :meth:`.EpisodeBuilder.encode`.
-            StoreError: The store could not write the episode.
+            StoreError: The store could not write the episode (with a writer
+                process, see :class:`TrajectoryStore`: an earlier one).
         """
         builder = self._builder
         if builder is None:
             raise RuntimeError("no episode is running: call start() first")
         self._builder = None
-        episode = builder.encode(
-            end_time=time.time(),
-            switch_time=switch_time,
-            config_version=config_version,
-            config_changes=config_changes,
-            env_spec=env_spec,
-        )
-        self.store.add_encoded(episode)
+        finish = {
+            "end_time": time.time(),
+            "switch_time": switch_time,
+            "config_version": config_version,
+            "config_changes": config_changes,
+            "env_spec": env_spec,
+        }
+        self.store._add_builder(builder, finish)
 
     def discard(self) -> None:
         """Drops the running episode, if any, unrecorded."""

@@ -21,20 +21,24 @@ from typing import Any, TypedDict, Unpack
 
 import numpy as np
 
-from feedbackgym.datasets import _sampling
+from feedbackgym.datasets import _sampling, _writer_process
 from feedbackgym.datasets._catalog import Catalog, Entry, load_episodes
 from feedbackgym.datasets._codec import EncodedEpisode, encode_episode
 from feedbackgym.datasets._recovery import recover
 from feedbackgym.datasets._writer import ShardWriter, WriterOptions
+from feedbackgym.datasets._writer_process import WriterProcess
+from feedbackgym.datasets.builder import EpisodeBuilder
 from feedbackgym.datasets.episode import Episode, EpisodeMeta
 from feedbackgym.datasets.errors import DamagedFile, StoreError, describe_os_error
 
-__all__ = ["COMPRESSIONS", "EpisodeFilter", "TrajectoryStore"]
+__all__ = ["COMPRESSIONS", "WRITERS", "EpisodeFilter", "TrajectoryStore"]
 
 logger = logging.getLogger(__name__)
 
 COMPRESSIONS = (None, "lzf", "gzip")
 """Compression filters a store can seal segments with."""
+WRITERS = ("thread", "process")
+"""Where a store's recorders encode, log and seal episodes (see :class:`TrajectoryStore`)."""
 
 _OPEN: set[TrajectoryStore] = set()
 """Stores with a writer in this process, held until closed: one dropped unclosed still
@@ -89,6 +93,18 @@ class TrajectoryStore:
             are sealed into a segment.
         segment_seconds: Seal once the oldest unsealed episode is this old.
         fsync: ``fsync`` logs and segments, to survive power loss too (slower).
+        writer: Where episodes from recorders (:class:`~feedbackgym.wrappers.RecordTrajectories`,
+            :class:`~feedbackgym.datasets.EpisodeRecorder`) are encoded, logged and
+            sealed: ``"thread"``, in the recording process (the log append in the
+            step that ends the episode, sealing on a thread), or ``"process"``, in
+            a writer process beside it (one per directory and recording process),
+            so that a training loop pays only for packing each step and one pipe
+            write per episode. With ``"process"``, an episode survives a crash of
+            the recording process once the step that ended it returns, a crash of
+            the writer costs nothing (a new one is started and sent the episodes
+            the dead one had not logged), and a write error is raised by the
+            recorder's next call. :meth:`add_episode` always writes in the calling
+            process.
 
     Example:
         >>> import gymnasium as gym, feedbackgym, tempfile
@@ -121,12 +137,16 @@ class TrajectoryStore:
         segment_steps: int = 50_000,
         segment_seconds: float = 300.0,
         fsync: bool = False,
+        writer: str = "thread",
     ) -> None:
         if compression not in COMPRESSIONS:
             raise ValueError(f"compression must be one of {COMPRESSIONS}, got {compression!r}")
         if queue_size < 1 or segment_steps < 1 or segment_seconds <= 0:
             raise ValueError("queue_size, segment_steps and segment_seconds must be positive")
+        if writer not in WRITERS:
+            raise ValueError(f"writer must be one of {WRITERS}, got {writer!r}")
         self.path = Path(path)
+        self.writer = writer
         self.options = WriterOptions(
             compression=compression,
             compression_level=compression_level,
@@ -137,6 +157,8 @@ class TrajectoryStore:
         )
         self._writer: ShardWriter | None = None
         self._writer_pid = 0
+        self._process: WriterProcess | None = None
+        self._process_pid = 0
         self._lock = threading.Lock()
         self._catalog = Catalog(self.path)
         self._rng = np.random.default_rng()
@@ -145,7 +167,7 @@ class TrajectoryStore:
         return f"TrajectoryStore({str(self.path)!r})"
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"path": self.path, "options": self.options}
+        return {"path": self.path, "options": self.options, "writer": self.writer}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         options: WriterOptions = state["options"]
@@ -157,6 +179,7 @@ class TrajectoryStore:
             segment_steps=options.segment_steps,
             segment_seconds=options.segment_seconds,
             fsync=options.fsync,
+            writer=state.get("writer", "thread"),
         )
 
     def __enter__(self) -> TrajectoryStore:
@@ -201,12 +224,28 @@ class TrajectoryStore:
         """
         self._get_writer().submit(episode)
 
+    def _add_builder(self, builder: EpisodeBuilder, finish: dict[str, Any]) -> None:
+        """Writes a recorder's finished episode (``builder.encode(**finish)``), by :attr:`writer`.
+
+        Raises:
+            StoreError: As for :meth:`add_episode` (with a writer process: for this
+                episode or, reported late, an earlier one).
+            ValueError: As for :meth:`add_episode` (likewise).
+        """
+        if self.writer == "process":
+            self._get_process().submit(builder, finish)
+        else:
+            self.add_encoded(builder.encode(**finish))
+
     def flush(self) -> None:
         """Blocks until every written episode is in a sealed HDF5 segment.
 
         Raises:
             StoreError: Writing failed.
         """
+        process = self._own_process()
+        if process is not None:
+            process.flush()
         writer = self._own_writer()
         if writer is not None:
             writer.flush()
@@ -219,10 +258,15 @@ class TrajectoryStore:
         """
         with self._lock:
             writer = self._own_writer()
-            self._writer = None
+            process = self._own_process()
+            self._writer = self._process = None
             _OPEN.discard(self)
-        if writer is not None:
-            writer.close()
+        try:
+            if process is not None:
+                _writer_process.release(process)
+        finally:
+            if writer is not None:
+                writer.close()
 
     def recover(self) -> int:
         """Seals the logs that crashed writers left; returns how many episodes it sealed.
@@ -242,6 +286,18 @@ class TrajectoryStore:
 
     def _own_writer(self) -> ShardWriter | None:
         return self._writer if self._writer_pid == os.getpid() else None
+
+    def _own_process(self) -> WriterProcess | None:
+        return self._process if self._process_pid == os.getpid() else None
+
+    def _get_process(self) -> WriterProcess:
+        with self._lock:
+            process = self._own_process()
+            if process is None:
+                process = self._process = _writer_process.acquire(self.path, self.options)
+                self._process_pid = os.getpid()
+                _OPEN.add(self)
+            return process
 
     def _get_writer(self) -> ShardWriter:
         with self._lock:

@@ -1,0 +1,133 @@
+"""A writer process: encodes, logs and seals the episodes one recording process sends it.
+
+Started by :class:`~._writer_process.WriterProcess` as
+``python -m feedbackgym.datasets._writer_main``: requests come on stdin and
+replies go on stdout (see :mod:`._channel`). The first request opens the
+store; then each episode (an :class:`~.builder.EpisodeBuilder` as it stood at
+the episode's end, its packer sent once apart) is encoded and handed to a
+:class:`~._writer.ShardWriter`, which appends it to the shard's write-ahead log
+and seals segments on its own thread, and the recorder is told (an
+acknowledgement: from then on the episode survives this process's death).
+At the end of stdin, which is also what the recorder's death looks like
+(``kill -9`` included), every episode still in the pipe is logged, the shard
+sealed, and the process exits. ``SIGINT`` is ignored, so a Ctrl-C in the
+terminal stops the recorder, not the writer that drains after it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from feedbackgym.datasets._channel import (
+    ACK,
+    DONE,
+    ERROR,
+    READY,
+    read_request,
+    reply,
+    write_all,
+)
+from feedbackgym.datasets._recovery import recover
+from feedbackgym.datasets._writer import ShardWriter, WriterOptions
+from feedbackgym.datasets.errors import StoreError
+
+__all__ = ["serve"]
+
+logger = logging.getLogger(__name__)
+
+
+class _Replies:
+    """Writes replies; once the recorder is gone, drops them (the episodes still get logged)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.gone = False
+
+    def send(self, kind: int, seq: int, payload: Any = None) -> None:
+        if self.gone:
+            return
+        try:
+            write_all(self.fd, reply(kind, seq, payload))
+        except OSError:
+            self.gone = True
+
+
+def serve(requests: Any, replies: _Replies) -> None:
+    """Answers requests until a close request or the end of ``requests``."""
+    first = read_request(requests)
+    if first is None:
+        return
+    _, directory, options = first
+    writer, failure = _open(Path(directory), options)
+    replies.send(READY, 0, writer.shard if writer is not None else "")
+    packers: dict[int, Any] = {}
+    while True:
+        message = read_request(requests)
+        if message is None or message[0] == "close":
+            error = _close(writer)
+            if message is not None:
+                replies.send(DONE, message[1], error)
+            return
+        kind, seq = message[0], message[1]
+        if kind == "packer":
+            packers[seq] = message[2]
+        elif kind == "episode":
+            _, _, key, builder, finish = message
+            try:
+                if writer is None:
+                    raise StoreError(f"{failure} (this episode was not stored)")
+                builder.packer = packers[key]
+                writer.submit(builder.encode(**finish))
+            except Exception as error:  # reported to the recorder, which raises it
+                replies.send(ERROR, seq, (type(error).__name__, str(error)))
+            else:
+                replies.send(ACK, seq)
+        elif kind == "flush":
+            try:
+                if writer is not None:
+                    writer.flush()
+            except StoreError as error:
+                replies.send(DONE, seq, ("StoreError", str(error)))
+            else:
+                replies.send(DONE, seq)
+
+
+def _open(directory: Path, options: WriterOptions) -> tuple[ShardWriter | None, str]:
+    try:
+        if directory.is_file():
+            raise StoreError(f"{directory} is a file: a store to write to is a directory")
+        if directory.is_dir():
+            recover(directory, options)
+        return ShardWriter(directory, options), ""
+    except (OSError, StoreError) as error:
+        return None, str(error)
+
+
+def _close(writer: ShardWriter | None) -> tuple[str, str] | None:
+    if writer is None:
+        return None
+    try:
+        writer.close()
+    except StoreError as error:
+        return ("StoreError", str(error))
+    return None
+
+
+def main() -> None:
+    """Serves the recorder on stdin/stdout; stray prints go to stderr."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    reply_fd = os.dup(1)
+    os.dup2(2, 1)
+    logging.basicConfig(level=logging.WARNING)
+    with os.fdopen(0, "rb", buffering=1 << 20) as requests:
+        serve(requests, _Replies(reply_fd))
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
