@@ -129,8 +129,10 @@ class FusedPolicy:
                 for weight, a, c in zip(joined, actor, critic, strict=True)
             ]
 
-    def __call__(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Samples an action for each row: action, log-prob, value."""
+    def __call__(
+        self, obs: torch.Tensor, generator: torch.Generator | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Samples an action for each row (with ``generator``'s draws): action, log-prob, value."""
         with torch.inference_mode():
             out = self.features(obs)
             for k, (weight, bias) in enumerate(self.layers):
@@ -138,7 +140,7 @@ class FusedPolicy:
                 if k < len(self.layers) - 1:
                     out = torch.tanh(out)
             log_probs = torch.log_softmax(out[:, :-1], dim=-1)
-            draw = torch.rand(len(obs), 1, device=obs.device)
+            draw = torch.rand(len(obs), 1, device=obs.device, generator=generator)
             below = log_probs.exp().cumsum(dim=1) < draw
             action = below.sum(dim=1).clamp_(max=log_probs.shape[1] - 1)
             return action, log_probs.gather(1, action[:, None])[:, 0], out[:, -1]

@@ -13,6 +13,12 @@ so a step moves no observations through pipes, only a one-word command.
 Autoreset is same-step: a finished episode's last observation is kept in
 ``final_obs`` and its row of ``obs`` is the next episode's first.
 
+:meth:`EnvWorkers.step_wait_any` takes whichever started group finishes first,
+so envs whose steps take long and vary (a browser, a sandbox) are stepped as
+they become ready: one slow step holds up its own group only, not the batch.
+Each group still steps in order, so its envs' trajectories are what a lockstep
+loop would give them.
+
 Example:
     >>> import feedbackgym
     >>> from feedbackgym.baselines.flat import TrainerView
@@ -27,8 +33,12 @@ Example:
 
 from __future__ import annotations
 
+import importlib
+import itertools
 import multiprocessing
+import multiprocessing.connection
 import traceback
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing.shared_memory import SharedMemory
@@ -40,7 +50,60 @@ import numpy as np
 from feedbackgym.errors import FeedbackGymError
 from feedbackgym.protocol import ENV_REWARD, IS_SUCCESS
 
-__all__ = ["EnvWorkerError", "EnvWorkers", "StepBatch"]
+__all__ = [
+    "SLOW_ENV_WORKERS",
+    "EnvWorkerError",
+    "EnvWorkers",
+    "StepBatch",
+    "steps_slowly",
+    "worker_layout",
+]
+
+SLOW_ENV_WORKERS = 4
+"""Worker processes the torch trainer gives envs with slow steps unless told otherwise
+(on 2 cores, 4 web envs stepped as they are ready against one: ``benchmarks/web_vector.py``)."""
+
+
+def steps_slowly(env_id: str) -> bool:
+    """Whether ``env_id``'s env declares slow steps (``metadata["slow_steps"]``: browser, sandbox).
+
+    Its class is imported (not built) to read the declaration.
+
+    Example:
+        >>> import feedbackgym
+        >>> steps_slowly("feedbackgym/OpsIncidentEasy-v0"), steps_slowly("feedbackgym/WebForm-v0")
+        (False, True)
+    """
+    entry = gym.spec(env_id).entry_point
+    if isinstance(entry, str):
+        module, _, name = entry.partition(":")
+        entry = getattr(importlib.import_module(module), name)
+    return bool(getattr(entry, "metadata", {}).get("slow_steps", False))
+
+
+def worker_layout(env_id: str, num_envs: int, workers: int | None) -> tuple[int, int]:
+    """``(processes, groups)`` for :class:`EnvWorkers` of ``num_envs`` envs of ``env_id``.
+
+    ``workers=None`` picks: :data:`SLOW_ENV_WORKERS` (at most one per env) for
+    envs with slow steps (:func:`steps_slowly`), else none (the envs step in the
+    learner's process). Envs with slow steps get a group each, so that each is
+    stepped again as soon as its own step is back; other envs two groups a
+    worker (a worker steps one while the learner acts for the other).
+
+    Example:
+        >>> import feedbackgym
+        >>> web, ops = "feedbackgym/WebForm-v0", "feedbackgym/OpsIncidentEasy-v0"
+        >>> worker_layout(web, 8, None), worker_layout(web, 8, 0), worker_layout(web, 8, 2)
+        ((4, 8), (0, 1), (2, 8))
+        >>> worker_layout(ops, 8, None), worker_layout(ops, 8, 1)
+        ((0, 1), (1, 2))
+    """
+    slow = steps_slowly(env_id)
+    if workers is None:
+        workers = min(num_envs, SLOW_ENV_WORKERS) if slow else 0
+    if not workers:
+        return 0, 1
+    return workers, num_envs if slow else min(num_envs, 2 * workers)
 
 
 class EnvWorkerError(FeedbackGymError, RuntimeError):
@@ -227,6 +290,9 @@ class EnvWorkers:
         self._local: list[_Group] = []
         self._batches: list[StepBatch] = []
         self._pending: list[bool] = [False] * groups
+        self._started: dict[int, int] = {}  # pending group -> when it started (a counter)
+        self._queues: list[deque[int]] = [deque() for _ in range(max(processes, 1))]
+        self._clock = itertools.count()
         try:
             if processes:
                 self._start_workers(env_fns[0], sizes, processes)
@@ -311,8 +377,12 @@ class EnvWorkers:
 
     def step_async(self, group: int, actions: np.ndarray) -> None:
         """Starts a step of ``group``'s envs with ``actions`` (one per env of the group)."""
+        if self._pending[group]:
+            raise RuntimeError(f"group {group} is stepping already: wait for it first")
         self._batches[group].action[:] = actions
         self._pending[group] = True
+        self._started[group] = next(self._clock)
+        self._queues[self._worker_of(group)].append(group)
         if not self._local:
             self._send(self._owner[group], ("step", self._place(group)))
 
@@ -326,12 +396,57 @@ class EnvWorkers:
         """
         if not self._pending[group]:
             raise RuntimeError(f"step_async({group}, ...) first")
+        queue = self._queues[self._worker_of(group)]
+        if queue[0] != group:
+            raise RuntimeError(f"wait for group {queue[0]} first: its worker stepped it before")
+        queue.popleft()
         self._pending[group] = False
+        del self._started[group]
         if self._local:
             self._local[group].step()
         else:
             self._receive(self._owner[group])
         return self._batches[group]
+
+    def step_wait_any(self) -> tuple[int, StepBatch]:
+        """Waits for whichever started group finishes first; returns it and its arrays.
+
+        In worker processes: the first worker to answer (a worker steps its
+        groups in the order they were started; of several answers at once, the
+        group started first). In this process: the group started first, stepped
+        now, so a loop of :meth:`step_wait_any` and :meth:`step_async` steps
+        the groups round-robin, as a lockstep loop would.
+
+        Raises:
+            RuntimeError: No group is stepping.
+            EnvWorkerError: An env raised (its traceback in the message) or a worker died.
+
+        Example:
+            >>> import feedbackgym
+            >>> from feedbackgym.baselines.flat import TrainerView
+            >>> build = lambda: TrainerView(feedbackgym.make("feedbackgym/OpsIncidentEasy-v0"))
+            >>> envs = EnvWorkers([build] * 2, groups=2)
+            >>> _ = envs.reset(seed=0)
+            >>> for group in (0, 1):
+            ...     envs.step_async(group, np.zeros(1, np.int64))
+            >>> [envs.step_wait_any()[0] for _ in range(2)]
+            [0, 1]
+            >>> envs.close()
+        """
+        heads = [queue[0] for queue in self._queues if queue]
+        if not heads:
+            raise RuntimeError("no group is stepping: step_async(...) first")
+        if not self._local:
+            ready = multiprocessing.connection.wait(
+                [self._connections[self._owner[group]] for group in heads]
+            )
+            heads = [group for group in heads if self._connections[self._owner[group]] in ready]
+        group = min(heads, key=self._started.__getitem__)
+        return group, self.step_wait(group)
+
+    def _worker_of(self, group: int) -> int:
+        """The worker whose queue ``group`` joins (0 for every group in this process)."""
+        return self._owner[group] if self._owner else 0
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> list[Any]:
         """Calls env method ``name`` on every env (through its wrappers); one result per env."""

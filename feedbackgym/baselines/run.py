@@ -82,7 +82,9 @@ class RunConfig(ArmFeedback):
         device: ``"auto"`` (CUDA when a GPU is present), ``"cuda"`` or ``"cpu"``.
         env_workers: The torch trainer's worker processes that step the envs while
             the learner acts (:class:`~feedbackgym.baselines.env_workers.EnvWorkers`;
-            0: in the learner's process; ``subprocess`` alone means 2).
+            ``subprocess`` alone means 2; 0: in the learner's process, except
+            for envs with slow steps, web and code, which get one worker per env
+            up to 4, each env stepped as soon as its last step is back).
         overlap_update: The torch trainer trains each round in an update worker
             process while the next round is collected with the weights before that
             update (:class:`~feedbackgym.baselines.update_worker.UpdateWorker`).

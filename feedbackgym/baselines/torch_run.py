@@ -63,7 +63,7 @@ def ppo_config(config: RunConfig) -> PPOConfig:
         total_timesteps=config.total_steps,
         num_envs=config.n_envs,
         num_steps=config.n_steps,
-        workers=config.env_workers or (2 if config.subprocess else 0),
+        workers=config.env_workers or (2 if config.subprocess else None),
         overlap_update=config.overlap_update,
         learning_rate=config.learning_rate,
         anneal_lr=config.anneal_lr,

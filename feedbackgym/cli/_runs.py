@@ -35,7 +35,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         default=0,
         metavar="N",
         help="torch trainer: worker processes that step the envs while the learner acts "
-        "(default 0: in the learner's process; 1 is fastest on 2 cores for one run)",
+        "(default 0: in the learner's process, or for web and code envs one per env up to 4; "
+        "1 is fastest on 2 cores for one ops run)",
     )
     parser.add_argument(
         "--overlap-update",

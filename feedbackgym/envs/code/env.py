@@ -155,6 +155,8 @@ class CodeFixEnv(TrackedEnv[CodeState]):
      * v0.1.0 - Initially added
     """
 
+    metadata = {**TrackedEnv.metadata, "slow_steps": True}  # tests run in a sandbox
+
     def __init__(
         self,
         difficulty: str = "medium",

@@ -127,7 +127,12 @@ class BrowserEnv(SuiteEnv, ABC):
         prefetch: Prepare the next episode's page during the current one.
     """
 
-    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4, "browser": True}
+    metadata = {
+        "render_modes": ["ansi", "rgb_array"],
+        "render_fps": 4,
+        "browser": True,  # drives Chromium
+        "slow_steps": True,  # tens of ms a step: trainers step them in worker processes
+    }
     restartable = False
     """Whether starting a task again in a page no action has touched gives exactly the
     page a fresh context would: then a reset that follows a reset (no action in
