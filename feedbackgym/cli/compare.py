@@ -162,8 +162,8 @@ def _comparison_config(args: argparse.Namespace) -> ComparisonConfig:
 def _cmd_compare(args: argparse.Namespace) -> int:
     from feedbackgym.baselines.compare import run_comparison
 
-    config = _comparison_config(args)
-    run_comparison(config, resume=args.resume, ray=_ray_options(args))
+    ray = _ray_options(args)  # a missing extra or a stray flag before any env is made
+    run_comparison(_comparison_config(args), resume=args.resume, ray=ray)
     out = args.out.rstrip("/")
     print((Path(out) / "results.md").read_text())
     print(f"table: {out}/results.csv, curves: {out}/curves.png, runs: {out}/runs/")

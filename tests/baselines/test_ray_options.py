@@ -1,0 +1,45 @@
+"""``compare --backend ray``'s flags and resources, without a cluster."""
+
+import subprocess
+import sys
+
+import pytest
+
+from feedbackgym.cli import main
+
+
+def test_ray_flags_need_the_ray_backend(capsys):
+    assert main(["compare", "--quick", "--address", "auto", "--shared-out"]) == 2
+    assert "--address, --shared-out need --backend ray" in capsys.readouterr().err
+
+
+def test_without_ray_the_backend_names_the_extra():
+    code = (
+        "import sys; sys.modules['ray'] = None\n"
+        "from feedbackgym.cli import main\n"
+        "raise SystemExit(main(['compare', '--quick', '--backend', 'ray', '--steps', '1024']))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 2
+    assert 'ray is not installed, run `pip install "feedbackgym[ray]"`' in done.stderr
+
+
+def test_each_run_asks_for_its_processes_and_gpus():
+    pytest.importorskip("ray")
+    from feedbackgym.baselines.ray_runs import RayOptions
+    from feedbackgym.baselines.run import RunConfig
+
+    def run(**settings):
+        return RunConfig("feedbackgym/OpsIncidentEasy-v0", "sparse", 0, 1024, "x", **settings)
+
+    assert RayOptions().resources(run()) == {"num_cpus": 1.0, "num_gpus": 0.0}
+    assert RayOptions().resources(run(env_workers=1, overlap_update=True, device="cuda")) == {
+        "num_cpus": 3.0,
+        "num_gpus": 1.0,
+    }
+    assert RayOptions(cpus_per_run=2, gpus_per_run=0.25).resources(run()) == {
+        "num_cpus": 2.0,
+        "num_gpus": 0.25,
+    }
+    with pytest.raises(ValueError, match="cpus_per_run"):
+        RayOptions(cpus_per_run=0)
