@@ -171,3 +171,36 @@ def test_the_soak_benchmark_runs_and_leaves_nothing_behind():
     for row in rows:
         assert int(row[2].replace(",", "")) > 0  # steps
         assert row[5].strip() == "0" and row[8].strip() == "0" and row[9].strip() == "0"
+
+
+def test_the_episode_soak_reports_leaks_memory_and_rates():
+    import json
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.conftest import require
+
+    require(shutil.which("bwrap") is not None, "bubblewrap")
+    root = Path(__file__).resolve().parents[1]
+    result = subprocess.run(
+        [sys.executable, "benchmarks/soak.py", "--episodes", "4", "--targets", "CodeFix-local"]
+        + ["--policies", "expert", "random", "--json", "/dev/stdout"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=root,
+    )
+    assert result.returncode == 0, result.stderr
+    rows = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    assert [(r["target"], r["policy"], r["episodes"]) for r in rows] == [
+        ("CodeFix-local", "expert", 4),
+        ("CodeFix-local", "random", 4),
+    ]
+    assert rows[0]["success"] == 1.0  # the expert fixes every bug
+    for row in rows:
+        assert (row["processes"], row["browsers"], row["containers"]) == (0, 0, 0)
+        assert row["rss_mb"][0] > 0 and row["rate_first_quarter"] > 0
+    table = [line for line in result.stdout.splitlines() if line.startswith("| CodeFix-local")]
+    assert len(table) == 2 and all("| 0 / 0 / 0 |" in line for line in table)
