@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import logging
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -195,10 +196,11 @@ def _connect(address: str | None) -> bool:
     """Connects to (or starts) Ray; returns whether this call did (and so shuts it down)."""
     if ray.is_initialized():
         return False
+    # Quiet: the comparison's progress bar has the terminal.
     if address is None:
-        ray.init(include_dashboard=False, log_to_driver=False)
+        ray.init(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
     else:
-        ray.init(address=address, log_to_driver=False)
+        ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
     return True
 
 
