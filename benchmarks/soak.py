@@ -17,9 +17,9 @@ with each policy asked for (``random``: the timed mode's action mix; ``expert``:
 env's oracle). For each it prints the episodes, steps and success rate, the processes
 this process left behind after ``close()`` (descendants), browsers and sandbox
 containers (all three must be 0), the growth of resident memory, this process's and
-the browser's, from episode 200 to the last (goal: under 10%), and steps/s over the
-first and the last quarter of the episodes. ``--json FILE`` appends each row as a
-JSON line too.
+the browser's, from episode 200 (half-way in a shorter run) to the last (goal: under
+10%), and steps/s over the first and the last quarter of the episodes. ``--json FILE``
+appends each row as a JSON line too.
 
 Usage:
     python benchmarks/soak.py [--seconds 120] [--ids ID ...]
@@ -41,7 +41,7 @@ from typing import Any
 
 import feedbackgym
 from feedbackgym.envs.web.browser import OWNER_ENV, close_browser
-from feedbackgym.errors import InvalidAction
+from feedbackgym.errors import FeedbackGymError, InvalidAction
 
 IDS = (
     "feedbackgym/OpsIncidentHard-v0",
@@ -221,11 +221,11 @@ def soak_episodes(
     rng = random.Random(seed)
     env = feedbackgym.make(env_id, "guide-then-review+shaping", **kwargs)
     meanings = list(getattr(env.unwrapped, "action_meanings", ()))
-    warm = min(WARM_EPISODE, episodes // 2)
     steps = successes = infra = refused = 0
-    rss: dict[str, tuple[float, float]] = {}
+    memory: list[tuple[float, float]] = []  # (RSS, browser RSS) in MB after each episode
     marks: list[tuple[int, float]] = []  # (steps, time) at each episode's end
-    env.reset(seed=rng.randrange(10**6))
+    failures: list[str] = []  # resets that raised (a browser that did not answer ...)
+    env = _reset(env, env_id, kwargs, rng, failures)
     start = time.perf_counter()
     deadline = start + 60 * minutes if minutes else float("inf")
     done = 0
@@ -258,14 +258,15 @@ def soak_episodes(
                     file=sys.stderr,
                     flush=True,
                 )
-            if done == warm:
-                rss["warm"] = (rss_mb(), browser_rss_mb())
+            memory.append((rss_mb(), browser_rss_mb()))
             if time.perf_counter() > deadline:
                 break
             if done < episodes:
-                env.reset(seed=rng.randrange(10**6))
-    rss["end"] = (rss_mb(), browser_rss_mb())
-    rss.setdefault("warm", rss["end"])  # stopped before the warm episode
+                env = _reset(env, env_id, kwargs, rng, failures)
+    # From episode 200 (or, in a shorter run, from half-way) to the last.
+    warm = min(WARM_EPISODE, done // 2)
+    rss = {"warm": memory[warm - 1] if warm else (rss_mb(), browser_rss_mb())}
+    rss["end"] = memory[-1] if memory else rss["warm"]
     elapsed = time.perf_counter() - start
     env.close()
     close_browser()
@@ -286,8 +287,9 @@ def soak_episodes(
         "seconds": elapsed,
         "success": successes / max(done, 1),
         "infra": infra,
+        "reset_errors": failures,
         "refused": refused,
-        "warm_episode": min(warm, done),
+        "warm_episode": warm,
         "rss_mb": [rss["warm"][0], rss["end"][0]],
         "browser_rss_mb": [rss["warm"][1], rss["end"][1]],
         "rate_first_quarter": rate(0, quarter),
@@ -296,6 +298,23 @@ def soak_episodes(
         "browsers": browser_processes(),
         "containers": sandbox_containers(),
     }
+
+
+def _reset(
+    env: Any, env_id: str, kwargs: dict[str, Any], rng: random.Random, failures: list[str]
+) -> Any:
+    """Resets ``env``; if that raises a feedbackgym error, notes it and plays on in a new env."""
+    for _ in range(3):
+        try:
+            env.reset(seed=rng.randrange(10**6))
+            return env
+        except FeedbackGymError as error:
+            failures.append(f"{type(error).__name__}: {error}")
+            print(f"  reset failed, a new env: {failures[-1]}", file=sys.stderr, flush=True)
+            env.close()
+            env = feedbackgym.make(env_id, "guide-then-review+shaping", **kwargs)
+    env.reset(seed=rng.randrange(10**6))  # a fourth failure in a row ends the run
+    return env
 
 
 def _growth(pair: list[float]) -> str:
@@ -310,9 +329,9 @@ def main_episodes(args: argparse.Namespace) -> None:
         "the guide-then-review+shaping stack"
     )
     print(
-        "| target | policy | episodes | steps | success | infra errors "
+        "| target | policy | episodes | steps | success | infra errors (steps / resets) "
         "| processes / browsers / containers left "
-        f"| RSS MB, episode {min(WARM_EPISODE, args.episodes // 2)} → last "
+        f"| RSS MB, episode {WARM_EPISODE} (or half-way) → last "
         "| browser RSS MB | steps/s first / last quarter |"
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |", flush=True)
@@ -328,7 +347,7 @@ def main_episodes(args: argparse.Namespace) -> None:
                     file.write(json.dumps(row) + "\n")
             print(
                 f"| {target} | {policy} | {row['episodes']:,} | {row['steps']:,} "
-                f"| {row['success']:.1%} | {row['infra']} "
+                f"| {row['success']:.1%} | {row['infra']} / {len(row['reset_errors'])} "
                 f"| {row['processes']} / {row['browsers']} / {row['containers']} "
                 f"| {_growth(row['rss_mb'])} | {_growth(row['browser_rss_mb'])} "
                 f"| {row['rate_first_quarter']:.1f} / {row['rate_last_quarter']:.1f} |",
