@@ -47,7 +47,7 @@ __all__ = ["WriterProcess", "acquire", "release"]
 _PIPE_BYTES = 1 << 20
 """The request pipe's capacity, if the kernel allows (episodes in flight before a send blocks)."""
 _RESTARTS = 3
-"""Writers started again in a row, without one acknowledging an episode, before giving up."""
+"""Writers started again in a row, none of them getting ready, before giving up."""
 _F_SETPIPE_SZ = 1031
 
 
@@ -81,6 +81,8 @@ class WriterProcess:
         self._packers: dict[int, Any] = {}
         self._errors: list[tuple[str, str]] = []
         self._restarts = 0
+        self.ready = False
+        """Whether the current writer process has opened the store (it says so once)."""
         self._process: subprocess.Popen[bytes] | None = None
         self._start()
 
@@ -164,9 +166,8 @@ class WriterProcess:
         except OSError:
             pass  # the default 64 KiB: sends block sooner
         self._process = process
-        write_all(
-            process.stdin.fileno(), request("open", os.fspath(self.directory), self.options)
-        )
+        self.ready = False
+        write_all(process.stdin.fileno(), request("open", os.fspath(self.directory), self.options))
 
     def _stop(self) -> None:
         process, self._process = self._process, None
@@ -189,9 +190,11 @@ class WriterProcess:
         self._restarts += 1
         if self._restarts > _RESTARTS:
             raise StoreError(
-                f"the writer process for {self.directory} died {_RESTARTS} times in a row; "
+                f"the writer process for {self.directory} died {_RESTARTS} times in a row "
+                "before it was ready; "
                 f"{len(self._unacked)} episode(s) it had not acknowledged are not stored"
             )
+        self._read_last_replies()
         self._stop()
         self._start()
         assert self._process is not None and self._process.stdin is not None
@@ -203,6 +206,26 @@ class WriterProcess:
                 write_all(fd, frame)
         except BrokenPipeError:
             self._restart()
+
+    def _read_last_replies(self) -> None:
+        """Takes in what a dead writer said before it died (its acknowledgements count)."""
+        process = self._process
+        if process is None or process.stdout is None:
+            return
+        try:
+            os.set_blocking(process.stdout.fileno(), False)
+            while (message := read_reply(process.stdout)) is not None:
+                self._take(*message)
+        except (OSError, ValueError):
+            pass  # nothing more to read (the pipe is empty, or a reply torn off)
+
+    def _take(self, kind: int, seq: int, payload: Any) -> None:
+        """Handles an acknowledgement or an error report."""
+        if kind == ACK:
+            self._unacked.pop(seq, None)
+        elif kind == ERROR:
+            self._unacked.pop(seq, None)
+            self._errors.append(payload)
 
     def _read_replies(self, wait_for: int | None) -> bool:
         """Handles the replies that came; with ``wait_for``, until that request is done.
@@ -222,18 +245,15 @@ class WriterProcess:
                     return True
                 return False
             kind, seq, payload = message
-            if kind == ACK:
-                self._unacked.pop(seq, None)
-                self._restarts = 0
-            elif kind == ERROR:
-                self._unacked.pop(seq, None)
-                self._errors.append(payload)
+            if kind in (ACK, ERROR):
+                self._take(kind, seq, payload)
             elif kind == DONE and seq == wait_for:
                 if payload is not None:
                     self._errors.append(payload)
                 return True
             elif kind == READY:
-                pass
+                self.ready = True
+                self._restarts = 0
 
     def _raise_errors(self) -> None:
         if self._errors:

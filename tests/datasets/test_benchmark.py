@@ -33,4 +33,4 @@ def test_recorder_in_training_benchmark_runs():
         cwd=ROOT,
     )
     assert result.returncode == 0, result.stderr
-    assert "recorder adds" in result.stdout
+    assert "stack + recorder: +" in result.stdout and "stack + writer process: +" in result.stdout

@@ -16,14 +16,17 @@ from feedbackgym.wrappers import RecordTrajectories
 from .utils import feedback_stack, play
 
 
-def test_records_feedback_schedule_subgoals_and_rewards(store_path):
-    env = RecordTrajectories(feedback_stack(obs_mode="both"), store_path, round=0)
+@pytest.mark.parametrize("writer", ["thread", "process"])
+def test_records_feedback_schedule_subgoals_and_rewards(store_path, writer):
+    store = TrajectoryStore(store_path, writer=writer)
+    env = RecordTrajectories(feedback_stack(obs_mode="both"), store, round=0)
     before = time.time()
     guided = play(env, [0, 1])
     env.get_wrapper_attr("set_progress")(60)  # review phase
     env.set_round(1)
     reviewed = play(env, [2])
     env.close()
+    store.close()
     episodes = list(TrajectoryStore(store_path).iter_episodes())
     assert [e.meta.round for e in episodes] == ["0", "0", "1"]
     for episode, infos in zip(episodes, guided + reviewed, strict=True):
