@@ -30,6 +30,7 @@ __all__ = [
     "RunConfig",
     "close_run",
     "config_json",
+    "in_worker_processes",
     "open_store",
     "prepare_run_dir",
 ]
@@ -58,6 +59,7 @@ class RunConfig(ArmFeedback):
         n_steps: Steps per env per round (PPO rollout length).
         subprocess: Run the envs in subprocess workers (SB3: ``SubprocVecEnv``; the
             torch trainer: 2 env workers unless ``env_workers`` says otherwise).
+            Envs with slow steps (web, code) run in worker processes either way.
         eval_every: Rounds between validations.
         eval_episodes: Validation seeds per validation.
         review_credit: Redistribute review credit into PPO's rollout buffer.
@@ -224,12 +226,24 @@ def _check_resumable(config: RunConfig, saved_file: Path) -> None:
         )
 
 
+def in_worker_processes(config: RunConfig) -> bool:
+    """Whether the run's envs step in worker processes.
+
+    Asked for (``subprocess``, ``env_workers``), or by default for envs with slow
+    steps (web, code: :func:`~feedbackgym.baselines.env_workers.steps_slowly`):
+    the torch trainer's env workers, SB3's ``SubprocVecEnv``.
+    """
+    from feedbackgym.baselines.env_workers import steps_slowly
+
+    return config.subprocess or bool(config.env_workers) or steps_slowly(config.env_id)
+
+
 def open_store(config: RunConfig) -> Any:
     """Where the run records: ``None``, the store's path (subprocess envs), or the store."""
     if not config.record:
         return None
     path = Path(config.out_dir) / "trajectories"
-    if config.subprocess or config.env_workers:
+    if in_worker_processes(config):
         return str(path)
     from feedbackgym.datasets import TrajectoryStore
 

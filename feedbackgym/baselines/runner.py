@@ -22,6 +22,7 @@ from feedbackgym.baselines.run import (
     DEFAULT_NET_ARCH,
     RunConfig,
     close_run,
+    in_worker_processes,
     open_store,
     prepare_run_dir,
 )
@@ -125,7 +126,7 @@ def _make_vec_env(config: RunConfig, feedback: FeedbackConfig, store: Any, *, se
     def build() -> Any:
         return make(config.env_id, feedback, record=store, **config.env_kwargs)
 
-    vec_cls = SubprocVecEnv if config.subprocess else DummyVecEnv
+    vec_cls = SubprocVecEnv if in_worker_processes(config) else DummyVecEnv
     venv = vec_cls([build] * config.n_envs)
     venv.seed(seed)
     monitor = VecMonitor(venv, info_keywords=("is_success",))

@@ -116,3 +116,15 @@ def test_a_round_collected_as_workers_are_ready_is_the_round_collected_in_turns(
     for here, in_workers in zip(*rounds, strict=True):
         assert np.array_equal(here, in_workers)
     assert not _children()
+
+
+def test_runs_of_slow_suites_step_their_envs_in_worker_processes(tmp_path):
+    from feedbackgym.baselines.run import RunConfig, in_worker_processes
+
+    def config(env_id, **kwargs):
+        return RunConfig(env_id, "sparse", 0, 64, str(tmp_path), **kwargs)
+
+    assert in_worker_processes(config("feedbackgym/CodeFix-v0"))
+    assert in_worker_processes(config("feedbackgym/WebForm-v0", trainer="sb3"))
+    assert not in_worker_processes(config("feedbackgym/OpsIncident-v0"))
+    assert in_worker_processes(config("feedbackgym/OpsIncident-v0", env_workers=1))
