@@ -1,7 +1,8 @@
 """Plays the expert through one episode per web family and writes a picture strip of it.
 
 Each strip is a row of screenshots (``render_mode="rgb_array"``) taken at the
-reset, at evenly spaced steps and at the last step, scaled down and labelled
+reset, at evenly spaced steps and at the last step, cropped where the page
+fills only a corner (MiniWoB++), scaled down and labelled
 with the step and the action that led there, saved as a small PNG (a 64-colour
 palette) under ``docs/envs/strips/``. The web page of the docs shows them.
 
@@ -35,6 +36,8 @@ ENVS = (
     "feedbackgym/MiniWoB-click-checkboxes-v0",
 )
 """The three task families and one MiniWoB++ page."""
+CROPS = {"feedbackgym/MiniWoB-": (240, 400)}
+"""Env id prefix -> the top-left rows and columns kept (a MiniWoB++ task fills a small corner)."""
 GAP = 4
 """Pixels between two frames."""
 LABEL = 20
@@ -113,6 +116,9 @@ def main(argv: list[str] | None = None) -> None:
     for env_id in args.env:
         frames, labels, success = play_expert(env_id, args.seed)
         chosen = pick(args.frames, len(frames))
+        for prefix, (rows, columns) in CROPS.items():
+            if env_id.startswith(prefix):
+                frames = [frame[:rows, :columns] for frame in frames]
         strip = make_strip([frames[i] for i in chosen], [labels[i] for i in chosen], args.width)
         name = env_id.removeprefix("feedbackgym/").removesuffix("-v0")
         path = args.out / f"{name}.png"
