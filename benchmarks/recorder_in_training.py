@@ -21,6 +21,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import statistics
 import tempfile
@@ -71,6 +72,9 @@ def main() -> None:
                     if turn >= 0:
                         times = (time.perf_counter() - start, time.process_time() - cpu)
                         blocks[name].append(times)
+                if turn == -1:
+                    writer_start = _cpu_seconds(records["stack + writer process"])
+            writer_steady = _cpu_seconds(records["stack + writer process"]) - writer_start
         finally:
             for envs in setups.values():
                 envs.close()
@@ -79,6 +83,7 @@ def main() -> None:
             store.close()
     writer_cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
     steps = (args.rounds // args.block + 1) * args.block * args.num_envs
+    timed_steps = (args.rounds // args.block) * args.block * args.num_envs
     per_step = {
         name: [
             statistics.median(t[i] for t in times) / (args.block * args.num_envs) * 1e6
@@ -99,7 +104,20 @@ def main() -> None:
             f"{plain[1] / cpu:.2f}x CPU)"
         )
     children = (writer_cpu.ru_utime + writer_cpu.ru_stime) / steps * 1e6
-    print(f"writer process CPU, the final seal included: {children:.1f} us/step")
+    print(
+        f"writer process CPU: {writer_steady / timed_steps * 1e6:.1f} us/step after the warm-up "
+        f"turn; {children:.1f} us/step in all (start-up and the final seal included)"
+    )
+
+
+def _cpu_seconds(store: object) -> float:
+    """CPU seconds the writer process of ``store`` has used so far (from ``/proc``; 0: none)."""
+    assert isinstance(store, TrajectoryStore)
+    if store._process is None:
+        return 0.0
+    with open(f"/proc/{store._process.pid}/stat") as file:
+        fields = file.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 if __name__ == "__main__":

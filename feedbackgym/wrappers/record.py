@@ -33,8 +33,9 @@ class RecordTrajectories(
     first left ``"guide"``. Fields a bare env lacks stay empty or neutral.
 
     Each episode goes to the store when it ends, and is durable (in the
-    store's write-ahead log) when the step that ended it returns, so a crash
-    loses at most the episode in flight. An episode still running at
+    store's write-ahead log, or with ``TrajectoryStore(path, writer="process")``
+    in the pipe to its writer process) when the step that ended it returns, so
+    a crash loses at most the episode in flight. An episode still running at
     :meth:`close` is not recorded. Envs in subprocess workers each write their
     own shard.
 
