@@ -129,6 +129,42 @@ def test_shards_recorded_on_two_nodes_gather_into_one_store(cluster, tmp_path):
     assert len({e.shard for e in gathered}) == 2
 
 
+def test_a_training_run_takes_its_hints_and_reviews_from_actor_pools(cluster, tmp_path):
+    from feedbackgym.baselines.run import RunConfig
+    from feedbackgym.baselines.train import train_run
+    from feedbackgym.config import FeedbackConfig
+    from feedbackgym.feedback.ray_pool import RaySubgoalGuide, RayTrajectoryReviewer
+
+    pools = [RaySubgoalGuide(), RayTrajectoryReviewer()]
+    for pool in pools:  # held here, so the actors outlive the run's envs for the counts
+        pool.pool("feedbackgym/OpsIncidentEasy")
+    named = "feedbackgym.feedback.ray_pool:Ray"
+    feedback = FeedbackConfig.from_mapping(
+        {
+            "guide": {"generator": f"{named}SubgoalGuide", "deadline_ms": 5000},
+            "review": {"generator": f"{named}TrajectoryReviewer", "deadline_ms": 5000},
+        },
+        source="test",
+    )
+    run = RunConfig(
+        ENV,
+        "guide-then-review",
+        0,
+        2 * 32 * 3,
+        str(tmp_path),
+        n_envs=2,
+        n_steps=32,
+        eval_episodes=1,
+        feedback=feedback,
+        feedback_overrides={"schedule": {"adaptive": None, "switch_at": 0.0, "fade": 1}},
+    )
+    assert train_run(run)["timesteps"] == 192
+    guide, reviewer = (pool.served() for pool in pools)
+    assert len(guide) == len(reviewer) == 2
+    assert all(count > 0 for count in guide.values())  # both actors of each pool served
+    assert all(count > 0 for count in reviewer.values())
+
+
 def test_a_run_lost_with_its_node_resumes_from_its_last_round(cluster, tmp_path):
     head_cluster, second = cluster
     config = _comparison(tmp_path, rounds=6)
