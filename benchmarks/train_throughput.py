@@ -14,7 +14,11 @@ the schedule), each measured in this process one after another, best of
   and with the update a ``compare --trainer torch`` run makes (SB3's 10 epochs
   of 256 samples, one thread);
 * the same with the update overlapped (``--overlap-update``): each round trains
-  in an update worker process while the next is collected, one update stale.
+  in an update worker process while the next is collected, one update stale;
+* each recorded setup also with ``TrajectoryStore(path, writer="process")``
+  (``+ writer process``): the episodes' encoding, log and seal in a writer
+  process beside each stepping process, against the recorder in the stepping
+  process (``+ recorder``: per env a store, as worker processes given a path do).
 
 The torch trainer's rates are steady state: from the end of its first round
 to the end of its last (imports, worker start-up and the first round are paid
