@@ -266,8 +266,6 @@ def run_on_ray(
                 ray.cancel(ref, force=True)
             raise
         _exchange(mailbox, by_name, progress)
-        for run in runs:  # the runs wrote their node's paths in theirs
-            (Path(run.out_dir) / "config.json").write_text(run.to_json())
         _write_record(runs, ray.get(mailbox.attempts.remote()))
         return results
     finally:
@@ -284,6 +282,8 @@ def _exchange(
     """Applies the runs' shipped changes to their directories, answers restores, reports."""
     pending, steps, requests = ray.get(mailbox.drain.remote())
     for name, changes in pending:
+        if "config.json" in changes["written"]:  # the node's has its own directory in it
+            changes["written"]["config.json"] = runs[name].to_json().encode()
         apply_changes(runs[name].out_dir, changes)
     for name in requests:
         ray.get(mailbox.provide.remote(name, snapshot(runs[name].out_dir)))
