@@ -31,6 +31,7 @@ from __future__ import annotations
 import collections
 import fcntl
 import os
+import pickle
 import select
 import subprocess
 import sys
@@ -98,8 +99,8 @@ class WriterProcess:
         Raises:
             StoreError: An earlier episode could not be stored (the message says
                 why and what was kept), or the writer cannot be started.
-            ValueError: An earlier episode could not be encoded, or its columns
-                differ from those before it.
+            ValueError: This episode cannot be pickled, or an earlier one could not
+                be encoded or has other columns than those before it.
         """
         with self._lock:
             packer = builder.packer
@@ -107,8 +108,14 @@ class WriterProcess:
             if key not in self._packers:
                 self._packers[key] = packer
                 self._send(request("packer", key, packer))
+            try:
+                frame = request("episode", self._seq + 1, key, builder, finish)
+            except (pickle.PicklingError, TypeError, AttributeError) as error:
+                raise ValueError(
+                    f"this episode cannot be sent to the writer process ({error}): only "
+                    "numbers, text and plain data (the feedback payloads) can be recorded"
+                ) from error
             self._seq += 1
-            frame = request("episode", self._seq, key, builder, finish)
             self._unacked[self._seq] = frame
             self._send(frame)
             self._read_replies(wait_for=None)

@@ -50,3 +50,15 @@ def test_the_writer_choice_is_checked_and_pickled(store_path):
     assert pickle.loads(pickle.dumps(TrajectoryStore(store_path, writer="process"))).writer == (
         "process"
     )
+
+
+def test_an_episode_that_cannot_be_pickled_is_refused_at_once(store_path):
+    store = TrajectoryStore(store_path, writer="process")
+    recorder = EpisodeRecorder(store, "t")
+    recorder.start(0, {}, seed=1)
+    recorder.episode.add(1, 0, 1.0, True, False, {"feedback": {"guide": {"f": lambda: 0}}})
+    with pytest.raises(ValueError, match="cannot be sent to the writer process"):
+        recorder.finish()
+    _record(recorder, 0, seed=2)
+    store.close()
+    assert [m.seed for m in TrajectoryStore(store_path).episodes()] == [2]
