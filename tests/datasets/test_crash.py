@@ -14,7 +14,7 @@ process leaves its writer to log what is in the pipe and seal (every counted
 episode is stored once the writer exits), and ``kill -9`` of the writer, again
 and again, loses no episode (the recorder starts a new one and sends what the
 dead one had not acknowledged); ``datasets verify`` finds nothing damaged. Set
-``FEEDBACKGYM_WRITER_CRASH_KILLS`` for more kills than the default 6.
+``FEEDBACKGYM_WRITER_CRASH_KILLS`` for more kills than the default 4.
 """
 
 import multiprocessing
@@ -110,7 +110,7 @@ def test_kill_9_at_random_moments(store_path):
 
 # --- with a writer process (TrajectoryStore(writer="process")) ------------------------------
 
-WRITER_KILLS = int(os.environ.get("FEEDBACKGYM_WRITER_CRASH_KILLS", "6"))
+WRITER_KILLS = int(os.environ.get("FEEDBACKGYM_WRITER_CRASH_KILLS", "4"))
 
 
 def _running(pid):
@@ -179,7 +179,7 @@ def test_kill_9_of_the_writer_process_loses_nothing(store_path):
     context.set_forkserver_preload([__name__])
     finished = context.Value("i", 0, lock=False)
     writer_pid = context.Value("i", 0, lock=False)
-    episodes = 200
+    episodes = 120
     args = (str(store_path), finished, writer_pid, 1, episodes)
     child = context.Process(target=record_through_a_writer, args=args)
     child.start()
