@@ -17,8 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 TUTORIALS = ROOT / "docs" / "tutorials"
 
 
-def _run(page):
-    """Runs the page's python blocks in order; returns their outputs."""
+def _run(page, tmp_path):
+    """Runs the page's python blocks in order (their temporary files in ``tmp_path``)."""
     text = (TUTORIALS / page).read_text()
     outputs = []
     for block in re.findall(r"```python\n(.*?)```", text, flags=re.S):
@@ -28,7 +28,7 @@ def _run(page):
             text=True,
             timeout=240,
             cwd=ROOT,
-            env={**os.environ, "OMP_NUM_THREADS": "1"},
+            env={**os.environ, "OMP_NUM_THREADS": "1", "TMPDIR": str(tmp_path)},
         )
         assert result.returncode == 0, result.stderr
         outputs.append(result.stdout)
@@ -40,22 +40,22 @@ def _shown(text):
     return re.findall(r"It prints[^\n]*:\n\n```\n(.*?)```", text, flags=re.S)
 
 
-def test_wrap_your_own_env():
-    text, outputs = _run("wrap-your-env.md")
+def test_wrap_your_own_env(tmp_path):
+    text, outputs = _run("wrap-your-env.md", tmp_path)
     assert outputs[0] == _shown(text)[0]
     assert "hint_next" in outputs[1] and "observation" in outputs[1]
 
 
-def test_bring_your_own_trainer():
-    text, (output,) = _run("own-trainer.md")
+def test_bring_your_own_trainer(tmp_path):
+    text, (output,) = _run("own-trainer.md", tmp_path)
     shown = _shown(text)[0]
     phases = [line.split()[:3] for line in output.splitlines()]
     assert phases == [line.split()[:3] for line in shown.splitlines()]  # rounds and phases
     assert phases[0][2] == "guide" and output.splitlines()[-1].startswith("resumed in")
 
 
-def test_read_the_store_with_plain_h5py():
-    text, (recorded, read) = _run("read-with-h5py.md")
+def test_read_the_store_with_plain_h5py(tmp_path):
+    text, (recorded, read) = _run("read-with-h5py.md", tmp_path)
     assert recorded == "2 segments\n"
     assert read == _shown(text)[0]
     reader = re.findall(r"```python\n(.*?)```", text, flags=re.S)[1]
@@ -63,8 +63,8 @@ def test_read_the_store_with_plain_h5py():
 
 
 @pytest.mark.timeout(300)
-def test_run_a_comparison():
-    text, (ran, tables) = _run("comparison.md")
+def test_run_a_comparison(tmp_path):
+    text, (ran, tables) = _run("comparison.md", tmp_path)
     assert "results.csv" in ran and "improvement.csv" in ran and "curves.png" in ran
     assert "guide-then-review+shaping-seed0" in ran and "sparse-seed0" in ran
     assert tables.count("IQM success") == 2 and tables.count("P(") == 2
