@@ -38,7 +38,8 @@ from feedbackgym.baselines.dir_sync import (
     restore,
     snapshot,
 )
-from feedbackgym.baselines.run import RunConfig
+from feedbackgym.baselines.env_workers import worker_layout
+from feedbackgym.baselines.run import RunConfig, in_worker_processes
 from feedbackgym.baselines.run_log import train_logged
 from feedbackgym.baselines.rundir import read_state
 from feedbackgym.errors import DependencyNotInstalled
@@ -63,8 +64,9 @@ class RayOptions:
         address: The cluster: ``None`` starts Ray on this machine, ``"auto"``
             joins the one started here with ``ray start``, ``"ray://HOST:PORT"``
             connects a client to a remote head.
-        cpus_per_run: CPUs each run asks for (``None``: 1, plus one per env
-            worker and one for an overlapped update).
+        cpus_per_run: CPUs each run asks for (``None``: 1, plus one per process
+            that steps its envs, 4 by default for web and code envs, and one for an
+            overlapped update).
         gpus_per_run: GPUs each run asks for (``None``: 1 with ``device="cuda"``,
             else 0; fractions share a GPU).
         shared: ``--out`` is on a filesystem every node mounts: runs write there
@@ -77,6 +79,9 @@ class RayOptions:
         ...                 env_workers=2)
         >>> RayOptions(address="auto").resources(run)
         {'num_cpus': 3.0, 'num_gpus': 0.0}
+        >>> web = RunConfig("feedbackgym/WebForm-v0", "sparse", 0, 1024, "runs/y")
+        >>> RayOptions().resources(web)["num_cpus"]
+        5.0
     """
 
     address: str | None = None
@@ -97,12 +102,25 @@ class RayOptions:
         """The Ray resources ``run`` asks for (``num_cpus``, ``num_gpus``)."""
         cpus = self.cpus_per_run
         if cpus is None:
-            workers = run.env_workers or (2 if run.subprocess else 0)
-            cpus = 1 + workers + int(run.overlap_update)
+            cpus = 1 + _worker_processes(run) + int(run.overlap_update)
         gpus = self.gpus_per_run
         if gpus is None:
             gpus = 1.0 if run.device == "cuda" else 0.0
         return {"num_cpus": float(cpus), "num_gpus": float(gpus)}
+
+
+def _worker_processes(run: RunConfig) -> int:
+    """The processes that step ``run``'s envs beside the learner (0: in its process).
+
+    SB3 steps each env in a process of its own (``SubprocVecEnv``) when the envs step
+    in workers; the torch trainer lays its env workers out by
+    :func:`~feedbackgym.baselines.env_workers.worker_layout` (web and code envs get
+    several by default).
+    """
+    if run.trainer == "sb3":
+        return run.n_envs if in_worker_processes(run) else 0
+    workers = run.env_workers or (2 if run.subprocess else None)
+    return worker_layout(run.env_id, run.n_envs, workers)[0]
 
 
 @ray.remote(num_cpus=0)
