@@ -144,6 +144,20 @@ def sandbox_containers() -> int:
     return len(out.split())
 
 
+def random_action(env: Any, rng: random.Random, meanings: list[str]) -> Any:
+    """The random policy's action: uniform, one step in ten a text action (half garbage).
+
+    Returns ``None`` when the env refused the text (``InvalidAction``, as it must for garbage).
+    """
+    if rng.random() >= 0.1:
+        return env.action_space.sample()
+    text = rng.choice(GARBAGE) if rng.random() < 0.5 or not meanings else rng.choice(meanings)
+    try:
+        return env.unwrapped.parse_action(text)
+    except InvalidAction:
+        return None
+
+
 def soak(env_id: str, seconds: float, rng: random.Random) -> dict[str, Any]:
     """Plays ``env_id`` for ``seconds``; returns the figures of one table row."""
     env = feedbackgym.make(env_id, "guide-then-review+shaping")
@@ -157,17 +171,10 @@ def soak(env_id: str, seconds: float, rng: random.Random) -> dict[str, Any]:
     while time.perf_counter() - start < seconds:
         if rss_warm is None and time.perf_counter() - start > min(60.0, seconds / 4):
             rss_warm = rss_mb()
-        if rng.random() < 0.1:
-            text = (
-                rng.choice(GARBAGE) if rng.random() < 0.5 or not meanings else rng.choice(meanings)
-            )
-            try:
-                action: Any = env.unwrapped.parse_action(text)
-            except InvalidAction:
-                refused += 1
-                continue
-        else:
-            action = env.action_space.sample()
+        action = random_action(env, rng, meanings)
+        if action is None:
+            refused += 1
+            continue
         _, _, terminated, truncated, info = env.step(action)
         steps += 1
         infra += bool(info.get("infra_error"))
@@ -232,17 +239,11 @@ def soak_episodes(
     while done < episodes and not _STOP:
         if policy == "expert":
             action: Any = env.unwrapped.expert_action()
-        elif rng.random() < 0.1:
-            text = (
-                rng.choice(GARBAGE) if rng.random() < 0.5 or not meanings else rng.choice(meanings)
-            )
-            try:
-                action = env.unwrapped.parse_action(text)
-            except InvalidAction:
+        else:
+            action = random_action(env, rng, meanings)
+            if action is None:
                 refused += 1
                 continue
-        else:
-            action = env.action_space.sample()
         _, _, terminated, truncated, info = env.step(action)
         steps += 1
         infra += bool(info.get("infra_error"))

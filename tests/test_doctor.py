@@ -14,7 +14,7 @@ from feedbackgym.envs.web.executable import DEFAULT_CHROMIUM
 from tests.conftest import require
 
 SYSTEM = ("Chromium", "Docker engine", "sandbox image", "bubblewrap")
-EXTRAS = ("web", "code", "hdf5", "remote", "baselines", "minari", "llm", "docs", "test")
+EXTRAS = ("web", "code", "hdf5", "remote", "baselines", "minari", "ray", "llm", "docs", "test")
 
 
 def _doctor(*args, **env):

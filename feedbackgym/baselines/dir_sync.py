@@ -14,17 +14,17 @@ Example:
     >>> import tempfile
     >>> from pathlib import Path
     >>> run, mirror = Path(tempfile.mkdtemp()), Path(tempfile.mkdtemp())
-    >>> _ = (run / "curve.csv").write_text("step\\n")
+    >>> _ = (run / "curve.csv").write_text("step\n")
     >>> watch = DirChanges(run)
     >>> apply_changes(mirror, watch.changes())
     >>> with (run / "curve.csv").open("a") as file:
-    ...     _ = file.write("128\\n")
+    ...     _ = file.write("128\n")
     >>> changes = watch.changes()
     >>> changes["appended"]
-    {'curve.csv': (5, b'128\\n')}
+    {'curve.csv': (5, b'128\n')}
     >>> apply_changes(mirror, changes)
     >>> (mirror / "curve.csv").read_text()
-    'step\\n128\\n'
+    'step\n128\n'
 """
 
 from __future__ import annotations

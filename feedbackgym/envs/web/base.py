@@ -512,6 +512,6 @@ def _decode_png(png: bytes) -> np.ndarray:
     try:
         from PIL import Image
     except ImportError as error:
-        raise DependencyNotInstalled.for_extra("PIL", "web") from error
+        raise DependencyNotInstalled.for_extra("pillow", "web") from error
     with Image.open(io.BytesIO(png)) as image:
         return np.asarray(image.convert("RGB"), dtype=np.uint8)
