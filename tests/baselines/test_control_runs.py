@@ -107,7 +107,7 @@ def test_editing_the_config_file_during_a_compare_run_changes_the_guide_density_
     _write(config, "guide: {every: 1, dropout: 0.0}\n")
     out = tmp_path / "out"
     command = [sys.executable, "-m", "feedbackgym", "compare", "--env", ENV, "--arms", "guide"]
-    command += ["--seeds", "1", "--steps", str(24 * 1024), "--config", str(config), "--record"]
+    command += ["--seeds", "1", "--steps", str(12 * 1024), "--config", str(config), "--record"]
     command += ["--out", str(out), "--jobs", "1"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     state_file = out / "runs" / "guide-seed0" / "state.json"

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import feedbackgym  # noqa: F401  (registers the ids)
+from feedbackgym.envs.web.browser import close_browser
 from feedbackgym.envs.web.env import WebEnv
 from feedbackgym.envs.web.pages import VIEWPORT
 
@@ -32,6 +33,9 @@ def test_every_web_id_declares_rgb_array():
 
 
 def test_a_screenshot_is_an_rgb_array_that_follows_the_actions():
+    # A fresh browser: after the other web test files, the first reset on the browser they
+    # left lingering has timed out (a known, not yet understood hang; see docs/envs/web.md).
+    close_browser()
     env = gym.make("feedbackgym/WebForm-v0", render_mode="rgb_array")
     assert env.unwrapped.render() is None  # no episode yet
     env.reset(seed=0)
