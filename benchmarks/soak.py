@@ -161,9 +161,7 @@ def random_action(env: Any, rng: random.Random, meanings: list[str]) -> Any:
 def soak(env_id: str, seconds: float, rng: random.Random) -> dict[str, Any]:
     """Plays ``env_id`` for ``seconds``; returns the figures of one table row."""
     env = feedbackgym.make(env_id, "guide-then-review+shaping")
-    meanings = (
-        list(env.unwrapped.action_meanings) if hasattr(env.unwrapped, "action_meanings") else []
-    )
+    meanings = list(getattr(env.unwrapped, "action_meanings", ()))
     steps = episodes = infra = refused = 0
     env.reset(seed=rng.randrange(10**6))
     start = time.perf_counter()
