@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.doc_blocks import run_python_blocks
+
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 
@@ -38,44 +40,25 @@ def test_ci_runs_the_readme_test_command_and_nothing_else():
     assert ci_lines == [tests_command]
 
 
-def _run_blocks(text):
-    outputs = []
-    for block in _blocks("python", text):
-        result = subprocess.run(
-            [sys.executable, "-c", block], capture_output=True, text=True, timeout=120, cwd=ROOT
-        )
-        assert result.returncode == 0, result.stderr
-        outputs.append(result.stdout)
-    return outputs
-
-
 def test_readme_python_examples_run():
-    outputs = _run_blocks(README)
+    outputs = run_python_blocks(README)
     assert "resolved 1.0 True" in outputs[0]
     assert "Hint: first" in outputs[1] and "try to" in outputs[1]
 
 
 def test_feedback_and_training_doc_examples_run():
-    feedback = _run_blocks((ROOT / "docs" / "feedback.md").read_text())
+    feedback = run_python_blocks((ROOT / "docs" / "feedback.md").read_text())
     assert "Hint: first" in feedback[0] and "try to" in feedback[0]
-    trainer = _run_blocks((ROOT / "docs" / "training.md").read_text())[0].splitlines()
+    trainer = run_python_blocks((ROOT / "docs" / "training.md").read_text())[0].splitlines()
     assert len(trainer) == 12 and trainer[0].split()[2] == "guide"  # "Bring your own trainer"
     assert trainer[-1].split()[2] == "review" and " reviews  0 " not in trainer[-1]
 
 
 def test_control_doc_examples_run():
-    blocks = _blocks("python", (ROOT / "docs" / "control.md").read_text())
-    assert len(blocks) >= 4
-    for block in blocks:
-        result = subprocess.run(
-            [sys.executable, "-c", block],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            cwd=ROOT,
-            env={**os.environ, "OMP_NUM_THREADS": "1"},  # the SB3 example on a busy machine
-        )
-        assert result.returncode == 0, result.stderr
+    text = (ROOT / "docs" / "control.md").read_text()
+    assert len(_blocks("python", text)) >= 4
+    # one thread: the SB3 example on a busy machine
+    run_python_blocks(text, env={"OMP_NUM_THREADS": "1"})
 
 
 def test_generator_and_agent_doc_examples_run():

@@ -5,13 +5,12 @@ pasting them would run them), from the repository root. Where a page shows the o
 of a block (the ```` ``` ```` block after "It prints"), the output must match it.
 """
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.doc_blocks import run_python_blocks
 
 ROOT = Path(__file__).resolve().parents[1]
 TUTORIALS = ROOT / "docs" / "tutorials"
@@ -20,19 +19,8 @@ TUTORIALS = ROOT / "docs" / "tutorials"
 def _run(page, tmp_path):
     """Runs the page's python blocks in order (their temporary files in ``tmp_path``)."""
     text = (TUTORIALS / page).read_text()
-    outputs = []
-    for block in re.findall(r"```python\n(.*?)```", text, flags=re.S):
-        result = subprocess.run(
-            [sys.executable, "-c", block],
-            capture_output=True,
-            text=True,
-            timeout=240,
-            cwd=ROOT,
-            env={**os.environ, "OMP_NUM_THREADS": "1", "TMPDIR": str(tmp_path)},
-        )
-        assert result.returncode == 0, result.stderr
-        outputs.append(result.stdout)
-    return text, outputs
+    env = {"OMP_NUM_THREADS": "1", "TMPDIR": str(tmp_path)}
+    return text, run_python_blocks(text, timeout=240, env=env)
 
 
 def _shown(text):
