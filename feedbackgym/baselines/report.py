@@ -55,16 +55,25 @@ class FoundRun:
     """A run directory found by :func:`find_runs`.
 
     Attributes:
-        arm: The run's arm.
+        arm: The run's label in the report: its arm, renamed or prefixed with
+            ``bcN+`` when it started from N behaviour-cloned demonstrations.
         seed: The run's seed.
         out_dir: The run's directory.
         env_id: The run's env (``None`` when the run has no ``config.json``).
+        method: The arm the run trained (``arm`` before any label).
+        demonstrations: The expert episodes cloned before its first round (0: none).
     """
 
     arm: str
     seed: int
     out_dir: str
     env_id: str | None = None
+    method: str = ""
+    demonstrations: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.method:
+            object.__setattr__(self, "method", self.arm)
 
 
 def find_runs(
@@ -73,7 +82,9 @@ def find_runs(
     """The runs of several comparisons, for one report: every ``SRC/runs/*/``.
 
     A run's arm and seed come from its ``config.json``, else from its
-    directory's name (``ARM-seedS``).
+    directory's name (``ARM-seedS``). A run warm-started from N expert
+    demonstrations (``bc_episodes``) is labelled ``bcN+ARM``, so one report
+    holds a demonstrations study (see :mod:`feedbackgym.baselines.demonstrations`).
 
     Args:
         sources: The comparisons' output directories.
@@ -99,9 +110,10 @@ def find_runs(
             raise ValueError(f"{source} holds no runs (no directory in {source / 'runs'})")
         for run_dir in run_dirs:
             run, rounds = _found_run(run_dir)
-            label = (renames or {}).get((str(source), run.arm))
+            label = (renames or {}).get((str(source), run.method))
             if label is not None:
-                run = dataclasses.replace(run, arm=label)
+                shown = f"bc{run.demonstrations}+{label}" if run.demonstrations else label
+                run = dataclasses.replace(run, arm=shown, method=label)
             if (run.arm, run.seed) in seen:
                 other = seen[run.arm, run.seed]
                 raise ValueError(f"{run.arm} seed {run.seed} is in both {other} and {run_dir}")
@@ -125,7 +137,10 @@ def _found_run(run_dir: Path) -> tuple[FoundRun, int | None]:
     if config_path.exists():
         config = json.loads(config_path.read_text())
         rounds = rounds_for(config["total_steps"], config["n_envs"], config["n_steps"])
-        return FoundRun(config["arm"], config["seed"], str(run_dir), config["env_id"]), rounds
+        arm, demonstrations = config["arm"], config.get("bc_episodes", 0)
+        label = f"bc{demonstrations}+{arm}" if demonstrations else arm
+        found = FoundRun(label, config["seed"], str(run_dir), config["env_id"], arm, demonstrations)
+        return found, rounds
     named = re.fullmatch(r"(.+)-seed(\d+)", run_dir.name)
     if named is None:
         raise ValueError(f"{run_dir}: no config.json, and its name is not ARM-seedS")
@@ -378,7 +393,7 @@ def _phase_bounds(
     ``[planned]`` when two-phase runs are plotted but none has switched (none
     when ``planned`` is ``None``); none when no two-phase run is plotted.
     """
-    two_phase = [run for run in runs if run.arm in TWO_PHASE_ARMS]
+    two_phase = [run for run in runs if getattr(run, "method", run.arm) in TWO_PHASE_ARMS]
     bounds = []
     for run in two_phase:
         curve = read_curve(run.out_dir)

@@ -10,6 +10,10 @@ writes ``results.csv``, ``results.md``, ``improvement.csv``, ``sooner.csv`` and 
 into ``DIR``, as ``compare`` does (see :mod:`feedbackgym.baselines.report`).
 Runs still in progress count with the validations they have: ``results.md``
 ends with a note on each, and on each run left out (no validation yet).
+A run warm-started from N expert demonstrations (``--bc-episodes N``) is
+reported as ``bcN+ARM``; when the runs have more than one N, the report adds
+``demonstrations.csv``, ``.md`` and ``.png``: success against N per arm
+(see :mod:`feedbackgym.baselines.demonstrations`).
 """
 
 from __future__ import annotations
@@ -60,6 +64,12 @@ def _cmd_report(args: argparse.Namespace) -> int:
     print((out / "results.md").read_text())
     tables = ", ".join(f"{out}/{name}" for name in ("results.csv", "improvement.csv", "sooner.csv"))
     print(f"tables: {tables}, curves: {out}/curves.png")
+    if len({run.demonstrations for run in runs}) > 1:
+        from feedbackgym.baselines.demonstrations import write_demonstrations
+
+        write_demonstrations(out, runs, title=f"{envs}: success against demonstrations")
+        print((out / "demonstrations.md").read_text())
+        print(f"demonstrations: {out}/demonstrations.csv, {out}/demonstrations.png")
     return 0
 
 

@@ -15,7 +15,7 @@ from feedbackgym.cli import main
 PHASES = {"g": "guide", "f": "fade", "r": "review", "n": "none"}
 
 
-def _run(source, arm, seed, successes, *, phases=None, rounds=None, config=True):
+def _run(source, arm, seed, successes, *, phases=None, rounds=None, config=True, bc=0):
     """A run directory as a comparison leaves it: ``curve.csv`` (one validation a round)."""
     run = source / "runs" / f"{arm}-seed{seed}"
     run.mkdir(parents=True)
@@ -26,7 +26,7 @@ def _run(source, arm, seed, successes, *, phases=None, rounds=None, config=True)
     if config:
         budget = 100 * (rounds or len(successes))
         settings = {"arm": arm, "seed": seed, "env_id": "feedbackgym/ToyCorridor-v0"}
-        settings |= {"total_steps": budget, "n_envs": 1, "n_steps": 100}
+        settings |= {"total_steps": budget, "n_envs": 1, "n_steps": 100, "bc_episodes": bc}
         (run / "config.json").write_text(json.dumps(settings))
     return SimpleNamespace(arm=arm, out_dir=str(run))
 
@@ -147,3 +147,46 @@ def test_a_plot_without_a_two_phase_arm_shades_no_phase(tmp_path):
     shaping = [_run(tmp_path, "shaping", seed, [0.1, 0.4, 0.6]) for seed in range(2)]
     assert _phase_bounds(shaping, None) == []
     assert _phase_bounds(shaping, (200.0, 300.0)) == []  # even with a planned switch
+
+
+def test_report_of_a_demonstrations_study_gives_success_against_n(tmp_path, capsys):
+    sources = {}
+    for n, shaping, guided in [(0, 0.1, 0.4), (30, 0.5, 0.8), (300, 0.8, 0.9)]:
+        for arm, final in (("shaping", shaping), ("guide-then-review+shaping", guided)):
+            source = sources.setdefault((n, arm), tmp_path / f"bc{n}-{arm}")
+            for seed in range(3):
+                _run(source, arm, seed, [0.0, final + 0.05 * seed], bc=n, phases="gr")
+    out = tmp_path / "report"
+    assert main(["report", "--out", str(out), *map(str, sources.values())]) == 0
+    printed = capsys.readouterr().out
+    arms = [row["arm"] for row in _read(out / "results.csv")]
+    assert arms == [
+        "shaping",
+        "guide-then-review+shaping",
+        "bc30+shaping",
+        "bc30+guide-then-review+shaping",
+        "bc300+shaping",
+        "bc300+guide-then-review+shaping",
+    ]
+    rows = _read(out / "demonstrations.csv")
+    assert [(r["arm"], r["demonstrations"], r["runs"]) for r in rows] == [
+        ("shaping", "0", "3"),
+        ("shaping", "30", "3"),
+        ("shaping", "300", "3"),
+        ("guide-then-review+shaping", "0", "3"),
+        ("guide-then-review+shaping", "30", "3"),
+        ("guide-then-review+shaping", "300", "3"),
+    ]
+    assert float(rows[1]["iqm"]) == pytest.approx(0.55)
+    # guided with 30 demonstrations against shaping with 30 and with its most (300)
+    assert "| guide-then-review+shaping | 30 | shaping | 30 | 1.00 [1.00, 1.00] |" in printed
+    assert "| guide-then-review+shaping | 30 | shaping | 300 | 0.50 [" in printed
+    assert (out / "demonstrations.png").stat().st_size > 0
+    assert len(_phase_bounds(find_runs([sources[30, "guide-then-review+shaping"]])[0], None)) == 3
+
+
+def test_a_report_of_one_n_writes_no_demonstrations_table(tmp_path, capsys):
+    _run(tmp_path / "a", "shaping", 0, [0.0, 0.5], bc=30)
+    assert main(["report", "--out", str(tmp_path / "report"), str(tmp_path / "a")]) == 0
+    assert "bc30+shaping" in capsys.readouterr().out
+    assert not (tmp_path / "report" / "demonstrations.csv").exists()
