@@ -25,9 +25,15 @@ shared with other work, more processes win a larger share of the cores, so the
 ratio there is higher than on an idle machine, where ``cores / (1 env's cores
 busy)`` bounds it.
 
+With ``--browsers`` the rows are instead, for each of Debian's Chromium builds
+installed (the full browser, ``/usr/bin/chromium``, and the headless shell,
+``/usr/bin/chromium-headless-shell``): ``1 env`` and ``4 envs as ready``, each in
+worker processes launched with that build; the ratios are to the full
+browser's ``1 env``.
+
 Usage:
     python benchmarks/web_vector.py [--env feedbackgym/WebCheckout-v0] [--seconds 15]
-        [--repeats 3] [--envs 4]
+        [--repeats 3] [--envs 4] [--browsers]
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ import numpy as np
 import feedbackgym
 from feedbackgym.baselines.env_workers import EnvWorkers
 from feedbackgym.baselines.flat import TrainerView
+from feedbackgym.envs.web.executable import CHROMIUM_ENV, DEFAULT_CHROMIUM, HEADLESS_SHELL
 
 gym.register_envs(feedbackgym)
 
@@ -129,9 +136,23 @@ def async_vector(env_id: str, n: int) -> Callable[[float], float]:
     return block
 
 
-def env_workers(env_id: str, n: int, *, as_ready: bool) -> Callable[[float], float]:
-    """A timed block of :class:`EnvWorkers` (one env a worker), lockstep or as ready."""
-    envs = EnvWorkers([partial(build, env_id)] * n, groups=n, processes=n)
+def env_workers(
+    env_id: str, n: int, *, as_ready: bool, chromium: str | None = None
+) -> Callable[[float], float]:
+    """A timed block of :class:`EnvWorkers` (one env a worker), lockstep or as ready.
+
+    ``chromium``: the executable the workers launch (default: the configured one).
+    """
+    before = os.environ.get(CHROMIUM_ENV)
+    if chromium:
+        os.environ[CHROMIUM_ENV] = chromium  # the workers inherit it
+    try:
+        envs = EnvWorkers([partial(build, env_id)] * n, groups=n, processes=n)
+    finally:
+        if before is None:
+            os.environ.pop(CHROMIUM_ENV, None)
+        else:
+            os.environ[CHROMIUM_ENV] = before
     envs.reset(seed=0)
     action = np.zeros(1, np.int64)
 
@@ -167,15 +188,28 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=15.0, help="seconds a block")
     parser.add_argument("--repeats", type=int, default=3, help="blocks a row")
     parser.add_argument("--envs", type=int, default=4, help="envs in worker processes")
+    parser.add_argument(
+        "--browsers", action="store_true", help="compare Debian's full Chromium and headless shell"
+    )
     args = parser.parse_args(argv)
     n = args.envs
     print(f"{args.env}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the start")
     rows: dict[str, Callable[[float], float]] = {}
     try:
-        rows["1 env"] = one_env(args.env)
-        rows[f"{n} envs, AsyncVectorEnv (lockstep)"] = async_vector(args.env, n)
-        rows[f"{n} envs, EnvWorkers, lockstep"] = env_workers(args.env, n, as_ready=False)
-        rows[f"{n} envs, EnvWorkers, as ready"] = env_workers(args.env, n, as_ready=True)
+        if args.browsers:
+            for label, path in (("full", DEFAULT_CHROMIUM), ("headless shell", HEADLESS_SHELL)):
+                if not os.path.isfile(path):
+                    print(f"{label}: not installed at {path}, left out")
+                    continue
+                rows[f"1 env, {label}"] = env_workers(args.env, 1, as_ready=True, chromium=path)
+                rows[f"{n} envs as ready, {label}"] = env_workers(
+                    args.env, n, as_ready=True, chromium=path
+                )
+        else:
+            rows["1 env"] = one_env(args.env)
+            rows[f"{n} envs, AsyncVectorEnv (lockstep)"] = async_vector(args.env, n)
+            rows[f"{n} envs, EnvWorkers, lockstep"] = env_workers(args.env, n, as_ready=False)
+            rows[f"{n} envs, EnvWorkers, as ready"] = env_workers(args.env, n, as_ready=True)
         rates: dict[str, list[float]] = {name: [] for name in rows}
         cpu: dict[str, list[tuple[float, float, float]]] = {name: [] for name in rows}
         names = list(rows)
@@ -190,9 +224,9 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         for block in rows.values():
             block.close()  # type: ignore[attr-defined]
-    base = max(rates["1 env"])
+    base = max(next(iter(rates.values())))
     print(
-        f"\n| run | steps/s (best of {args.repeats}) | each block | ratio to 1 env "
+        f"\n| run | steps/s (best of {args.repeats}) | each block | ratio to {names[0]} "
         "| CPU ms/step | cores busy |"
     )
     print("| --- | --- | --- | --- | --- | --- |")

@@ -199,8 +199,8 @@ def _chromium() -> Check:
     fix = (
         f"export {CHROMIUM_ENV}={downloaded[0]}"
         if downloaded
-        else f"sudo apt-get install chromium, or: python -m playwright install chromium "
-        f"and set {CHROMIUM_ENV} to it"
+        else "sudo apt-get install chromium-headless-shell, or: "
+        f"python -m playwright install chromium and set {CHROMIUM_ENV} to it"
     )
     return Check("Chromium", False, False, f"no executable at {path} (the web suite)", fix)
 

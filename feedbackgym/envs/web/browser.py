@@ -15,8 +15,9 @@ relaunch it, and then shuts down; :func:`close_browser` shuts it down now. A
 crashed or killed browser is relaunched on the next use. A forked child never
 touches its parent's browser: it starts its own.
 
-Chromium is Debian's, from ``FEEDBACKGYM_CHROMIUM`` (default
-``/usr/bin/chromium``; see :mod:`feedbackgym.envs.web.executable`), launched
+Chromium is Debian's, from ``FEEDBACKGYM_CHROMIUM`` (default: the headless
+shell if installed, else ``/usr/bin/chromium``; see
+:mod:`feedbackgym.envs.web.executable`), launched
 with :data:`LAUNCH_FLAGS`. Each browser
 process carries ``FEEDBACKGYM_BROWSER_OWNER=<pid of the env process>`` in its
 environment, so leaks can be traced to the process that launched them, and
@@ -134,8 +135,8 @@ def chromium_path() -> str:
     path = configured_chromium()
     if not Path(path).is_file():
         raise BrowserError(
-            f"Chromium not found at {path!r}; install Debian's `chromium` "
-            f"(`bash scripts/setup.sh`) or set {CHROMIUM_ENV} to its executable"
+            f"Chromium not found at {path!r}; install Debian's `chromium-headless-shell` "
+            f"or `chromium` (`bash scripts/setup.sh`) or set {CHROMIUM_ENV} to its executable"
         )
     return path
 

@@ -1,7 +1,10 @@
 """Where the web suite's Chromium is; light (no Playwright), so ``feedbackgym doctor`` can look.
 
 The web envs launch :func:`configured_chromium`: ``FEEDBACKGYM_CHROMIUM``, or
-Debian's ``/usr/bin/chromium`` when it is unset. A Chromium that Playwright
+when it is unset Debian's headless shell (``/usr/bin/chromium-headless-shell``,
+package ``chromium-headless-shell``) if it is installed, else Debian's full
+``/usr/bin/chromium``. The headless shell renders the same pages with about a
+third of the CPU a step (``python benchmarks/web_vector.py --browsers``). A Chromium that Playwright
 downloaded (``python -m playwright install chromium``, no root needed) works
 too once ``FEEDBACKGYM_CHROMIUM`` names it; :func:`playwright_chromiums` finds
 those.
@@ -12,12 +15,20 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["CHROMIUM_ENV", "DEFAULT_CHROMIUM", "configured_chromium", "playwright_chromiums"]
+__all__ = [
+    "CHROMIUM_ENV",
+    "DEFAULT_CHROMIUM",
+    "HEADLESS_SHELL",
+    "configured_chromium",
+    "playwright_chromiums",
+]
 
 CHROMIUM_ENV = "FEEDBACKGYM_CHROMIUM"
 """Environment variable naming the Chromium executable."""
+HEADLESS_SHELL = "/usr/bin/chromium-headless-shell"
+"""Debian's headless-only Chromium: the default when :data:`CHROMIUM_ENV` is unset, if installed."""
 DEFAULT_CHROMIUM = "/usr/bin/chromium"
-"""Debian's Chromium, used when :data:`CHROMIUM_ENV` is unset."""
+"""Debian's full Chromium: the default when :data:`CHROMIUM_ENV` is unset and no headless shell."""
 _PLAYWRIGHT_BROWSERS_ENV = "PLAYWRIGHT_BROWSERS_PATH"
 
 
@@ -26,10 +37,15 @@ def configured_chromium() -> str:
 
     Example:
         >>> import os
-        >>> configured_chromium() == os.environ.get("FEEDBACKGYM_CHROMIUM", "/usr/bin/chromium")
+        >>> shell = "/usr/bin/chromium-headless-shell"
+        >>> default = shell if Path(shell).is_file() else "/usr/bin/chromium"
+        >>> configured_chromium() == os.environ.get("FEEDBACKGYM_CHROMIUM", default)
         True
     """
-    return os.environ.get(CHROMIUM_ENV, DEFAULT_CHROMIUM)
+    configured = os.environ.get(CHROMIUM_ENV)
+    if configured:
+        return configured
+    return HEADLESS_SHELL if Path(HEADLESS_SHELL).is_file() else DEFAULT_CHROMIUM
 
 
 def playwright_chromiums() -> list[Path]:

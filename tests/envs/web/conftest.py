@@ -1,7 +1,6 @@
 """Fixtures of the web-suite tests: real headless Chromium, shared by all of them."""
 
 import importlib.util
-import os
 from pathlib import Path
 
 import pytest
@@ -11,7 +10,9 @@ from tests.conftest import require
 
 def chromium_available() -> bool:
     """Whether Playwright is installed and the Chromium executable exists."""
-    executable = os.environ.get("FEEDBACKGYM_CHROMIUM", "/usr/bin/chromium")
+    from feedbackgym.envs.web.executable import configured_chromium
+
+    executable = configured_chromium()
     return importlib.util.find_spec("playwright") is not None and Path(executable).is_file()
 
 
