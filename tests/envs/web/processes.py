@@ -48,7 +48,7 @@ def browser_main(owner=None):
         command = commands.get(pid, [b""])
         if (
             who == owner
-            and command[0].endswith(b"chromium")
+            and os.path.basename(command[0]) in (b"chromium", b"chromium-headless-shell")
             and not any(part.startswith(b"--type=") for part in command)
         ):
             return pid
