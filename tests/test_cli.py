@@ -111,3 +111,19 @@ def test_the_reliance_rule_flag_turns_the_rule_on_with_the_file_s_settings(tmp_p
     low = feedback_overrides(parser.parse_args(["--reliance-rule", "--dropout", "0.1"]))
     with pytest.raises(ConfigError, match=r"guide\.dropout 0\.1 is outside"):
         merge_config(FeedbackConfig(), low)
+
+
+def test_no_review_credit_reaches_every_run_of_a_comparison_and_a_single_run(tmp_path):
+    from feedbackgym.cli import _parser
+    from feedbackgym.cli.compare import _comparison_config
+
+    base = ["compare", "--env", "feedbackgym/OpsIncidentEasy-v0", "--arms", "guide-then-review"]
+    base += ["--seeds", "2", "--steps", "1024", "--out", str(tmp_path)]
+    ablated = _comparison_config(_parser().parse_args([*base, "--no-review-credit"]))
+    assert [run.review_credit for run in ablated.run_configs()] == [False, False]
+    default = _comparison_config(_parser().parse_args(base))
+    assert all(run.review_credit for run in default.run_configs())
+    train = _parser().parse_args(
+        ["train", "--no-review-credit", "--env", "x", "--arm", "review", "--steps", "1"]
+    )
+    assert train.review_credit is False

@@ -73,6 +73,8 @@ class ComparisonConfig:
             each run's ``best.zip`` is always kept).
         anneal_lr: Decay PPO's learning rate linearly to 0 over each run.
         time_limit_terminal: Let PPO treat time-limit cut-offs as ends (no bootstrap).
+        review_credit: Add the reviews' credit to the rewards the learner trains on
+            (review arms; ``False`` for the ablation without it).
         trainer: ``"torch"`` (the default) or ``"sb3"`` (see
             :class:`~feedbackgym.baselines.run.RunConfig`).
         device: ``"auto"`` (CUDA when present), ``"cuda"`` or ``"cpu"``.
@@ -101,6 +103,7 @@ class ComparisonConfig:
     keep_checkpoints: int = 5
     anneal_lr: bool = False
     time_limit_terminal: bool = False
+    review_credit: bool = True
     trainer: str = DEFAULT_TRAINER
     device: str = "auto"
     env_workers: int = 0
@@ -164,6 +167,7 @@ class ComparisonConfig:
                 keep_checkpoints=self.keep_checkpoints,
                 anneal_lr=self.anneal_lr,
                 time_limit_terminal=self.time_limit_terminal,
+                review_credit=self.review_credit,
                 trainer=self.trainer,
                 device=self.device,
                 env_workers=self.env_workers,

@@ -107,6 +107,13 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         help="decay PPO's learning rate linearly to 0 over each run (default: constant)",
     )
     parser.add_argument(
+        "--no-review-credit",
+        dest="review_credit",
+        action="store_false",
+        help="review arms: leave the reviews' credit out of the rewards the learner trains on "
+        "(default: added; an ablation)",
+    )
+    parser.add_argument(
         "--time-limit-terminal",
         action="store_true",
         help="treat episodes cut off by the time limit as ended, not bootstrapped (default: "

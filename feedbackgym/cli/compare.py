@@ -150,6 +150,7 @@ def _comparison_config(args: argparse.Namespace) -> ComparisonConfig:
         record=args.record,
         anneal_lr=args.anneal_lr,
         time_limit_terminal=args.time_limit_terminal,
+        review_credit=args.review_credit,
         trainer=args.trainer,
         device=args.device,
         env_workers=args.env_workers,

@@ -59,6 +59,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         record=args.record,
         anneal_lr=args.anneal_lr,
         time_limit_terminal=args.time_limit_terminal,
+        review_credit=args.review_credit,
         trainer=args.trainer,
         device=args.device,
         env_workers=args.env_workers,
