@@ -82,6 +82,9 @@ class ComparisonConfig:
             :class:`~feedbackgym.baselines.run.RunConfig`).
         overlap_update: The torch trainer's update in a worker process, overlapping
             the next round's collection (see :class:`~feedbackgym.baselines.run.RunConfig`).
+        env_backend: Where each run's envs live, ``"processes"`` or ``"ray"`` (Ray
+            actors; see :class:`~feedbackgym.baselines.run.RunConfig`).
+        env_actor_cpus: CPUs each env actor asks for (``env_backend="ray"``).
     """
 
     env_id: str
@@ -108,6 +111,8 @@ class ComparisonConfig:
     device: str = "auto"
     env_workers: int = 0
     overlap_update: bool = False
+    env_backend: str = "processes"
+    env_actor_cpus: float = 1.0
 
     def __post_init__(self) -> None:
         unknown = [a for a in self.arms if a not in ARMS]
@@ -172,6 +177,8 @@ class ComparisonConfig:
                 device=self.device,
                 env_workers=self.env_workers,
                 overlap_update=self.overlap_update,
+                env_backend=self.env_backend,
+                env_actor_cpus=self.env_actor_cpus,
             )
             for arm in self.arms
             for seed in range(self.seeds)

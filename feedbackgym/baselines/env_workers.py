@@ -19,6 +19,10 @@ they become ready: one slow step holds up its own group only, not the batch.
 Each group still steps in order, so its envs' trajectories are what a lockstep
 loop would give them.
 
+:class:`EnvGroups` declares what the torch trainer uses of it; the groups'
+envs may also live in Ray actors across a cluster's nodes
+(:class:`~feedbackgym.baselines.ray_envs.RayEnvWorkers`, the same interface).
+
 Example:
     >>> import feedbackgym
     >>> from feedbackgym.baselines.flat import TrainerView
@@ -42,7 +46,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing.shared_memory import SharedMemory
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import gymnasium as gym
 import numpy as np
@@ -51,13 +55,21 @@ from feedbackgym.errors import FeedbackGymError
 from feedbackgym.protocol import ENV_REWARD, IS_SUCCESS
 
 __all__ = [
+    "ENV_BACKENDS",
     "SLOW_ENV_WORKERS",
+    "EnvGroups",
     "EnvWorkerError",
     "EnvWorkers",
     "StepBatch",
+    "split_groups",
     "steps_slowly",
     "worker_layout",
 ]
+
+ENV_BACKENDS = ("processes", "ray")
+"""Where the torch trainer's env groups live: this machine (in the learner's process or in
+worker processes, :class:`EnvWorkers`) or Ray actors across a cluster
+(:class:`~feedbackgym.baselines.ray_envs.RayEnvWorkers`)."""
 
 SLOW_ENV_WORKERS = 4
 """Worker processes the torch trainer gives envs with slow steps unless told otherwise
@@ -106,8 +118,61 @@ def worker_layout(env_id: str, num_envs: int, workers: int | None) -> tuple[int,
     return workers, num_envs if slow else min(num_envs, 2 * workers)
 
 
+def split_groups(num_envs: int, groups: int) -> tuple[list[int], list[slice]]:
+    """Each group's size and rows when ``num_envs`` envs split into ``groups`` groups.
+
+    Example:
+        >>> split_groups(5, 2)
+        ([3, 2], [slice(0, 3, None), slice(3, 5, None)])
+    """
+    sizes = [len(part) for part in np.array_split(np.arange(num_envs), groups)]
+    starts = np.cumsum([0, *sizes])
+    return sizes, [slice(int(a), int(b)) for a, b in zip(starts[:-1], starts[1:], strict=True)]
+
+
 class EnvWorkerError(FeedbackGymError, RuntimeError):
     """An env in a worker process raised, or the worker died; the message holds its traceback."""
+
+
+@runtime_checkable
+class EnvGroups(Protocol):
+    """What the torch trainer uses of its envs: groups stepped as they become ready.
+
+    Met by :class:`EnvWorkers` (this machine) and
+    :class:`~feedbackgym.baselines.ray_envs.RayEnvWorkers` (Ray actors). The
+    controller's state reaches the envs through :meth:`call` (with
+    :func:`~feedbackgym.protocol.call_envs`, which takes anything with ``call``
+    and ``num_envs``).
+
+    Attributes:
+        num_envs: Envs in all.
+        groups: Each group's rows among all envs.
+        single_observation_space: One env's (flat ``Box``) observation space.
+        single_action_space: One env's action space.
+    """
+
+    num_envs: int
+    groups: list[slice]
+    single_observation_space: Any
+    single_action_space: Any
+
+    def reset(self, seed: int) -> np.ndarray:
+        """Resets env ``i`` with ``seed + i``; returns every env's first observation."""
+
+    def step_async(self, group: int, actions: np.ndarray) -> None:
+        """Starts a step of ``group``'s envs."""
+
+    def step_wait(self, group: int) -> StepBatch:
+        """Waits for ``group``'s step; returns its arrays."""
+
+    def step_wait_any(self) -> tuple[int, StepBatch]:
+        """Waits for whichever started group finishes first."""
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> list[Any]:
+        """Calls env method ``name`` on every env; one result per env, in env order."""
+
+    def close(self) -> None:
+        """Closes every env and frees what holds them."""
 
 
 @dataclass(frozen=True)
@@ -279,9 +344,7 @@ class EnvWorkers:
                 f"envs, {groups} groups, {processes} processes"
             )
         self.num_envs = len(env_fns)
-        sizes = [len(part) for part in np.array_split(np.arange(self.num_envs), groups)]
-        starts = np.cumsum([0, *sizes])
-        self.groups = [slice(int(a), int(b)) for a, b in zip(starts[:-1], starts[1:], strict=True)]
+        sizes, self.groups = split_groups(self.num_envs, groups)
         """Each group's rows among all envs."""
         self._owner = [group % processes for group in range(groups)] if processes else []
         self._processes: list[Any] = []

@@ -45,7 +45,14 @@ from feedbackgym.baselines.agent import (
 )
 from feedbackgym.baselines.arms import ArmFeedback, rounds_for
 from feedbackgym.baselines.device import resolve_device
-from feedbackgym.baselines.env_workers import EnvWorkers, StepBatch, worker_layout
+from feedbackgym.baselines.env_workers import (
+    ENV_BACKENDS,
+    EnvGroups,
+    EnvWorkers,
+    StepBatch,
+    steps_slowly,
+    worker_layout,
+)
 from feedbackgym.baselines.flat import Credit, trainer_env
 from feedbackgym.baselines.system import SystemMonitor
 from feedbackgym.baselines.update_worker import UpdateWorker
@@ -89,6 +96,14 @@ class PPOConfig(ArmFeedback):
             slow steps such as web and code, one per env up to
             :data:`~.env_workers.SLOW_ENV_WORKERS`, each env stepped as soon as
             its last step is back). See :func:`~.env_workers.worker_layout`.
+            With ``env_backend="ray"``: the Ray actors that hold the envs
+            (``None`` or 0: 2, or 4 for envs with slow steps; see
+            :func:`~.ray_envs.actor_layout`).
+        env_backend: Where the envs live: ``"processes"`` (this machine) or
+            ``"ray"`` (Ray actors of ``env_actor_cpus`` CPUs each, spread over
+            the cluster's nodes: :class:`~.ray_envs.RayEnvWorkers`; needs the
+            ``ray`` extra).
+        env_actor_cpus: CPUs each env actor asks for (``env_backend="ray"``).
         use_text: Also read the text observation (needs ``obs_mode="both"`` in ``env_kwargs``).
         text_length: Characters of text the embedding reads.
         learning_rate: Adam's step size.
@@ -128,6 +143,8 @@ class PPOConfig(ArmFeedback):
     num_envs: int = 8
     num_steps: int = 128
     workers: int | None = None
+    env_backend: str = "processes"
+    env_actor_cpus: float = 1.0
     use_text: bool = False
     text_length: int = 512
     learning_rate: float = 3e-4
@@ -151,6 +168,12 @@ class PPOConfig(ArmFeedback):
     feedback_overrides: dict[str, Any] = field(default_factory=dict)
     env_kwargs: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        if self.env_backend not in ENV_BACKENDS:
+            raise ValueError(
+                f"env_backend must be one of {', '.join(ENV_BACKENDS)}, got {self.env_backend!r}"
+            )
+
     @property
     def rounds(self) -> int:
         """Training rounds (iterations)."""
@@ -164,16 +187,28 @@ class PPOConfig(ArmFeedback):
 
 def make_vector_env(
     config: PPOConfig, feedback: FeedbackConfig, *, record: Any = None
-) -> EnvWorkers:
+) -> EnvGroups:
     """``num_envs`` stacks as ``feedback`` describes, each seen through :class:`~.flat.TrainerView`.
 
-    In the learner's process, or in worker processes (see :func:`~.env_workers.worker_layout`).
+    In the learner's process, or in worker processes (see :func:`~.env_workers.worker_layout`),
+    or with ``env_backend="ray"`` in Ray actors over a cluster's nodes
+    (:class:`~.ray_envs.RayEnvWorkers`; a recording store goes to them as its
+    path, so each actor writes on its node).
     ``record`` is a store, or its path. A store goes to worker processes as its
     path and options: each worker's envs share one copy (one shard, or one
     writer process with ``writer="process"``); with a path, each env opens its own.
     """
     text_length = config.text_length if config.use_text else 0
     build = partial(trainer_env, config.env_id, feedback, text_length, record, **config.env_kwargs)
+    if config.env_backend == "ray":
+        from feedbackgym.baselines.ray_envs import ray_env_workers
+
+        return ray_env_workers(
+            [build] * config.num_envs,
+            config.workers,
+            slow=steps_slowly(config.env_id),
+            num_cpus=config.env_actor_cpus,
+        )
     processes, groups = worker_layout(config.env_id, config.num_envs, config.workers)
     return EnvWorkers([build] * config.num_envs, groups=groups, processes=processes)
 

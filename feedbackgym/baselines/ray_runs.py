@@ -112,11 +112,14 @@ class RayOptions:
 def _worker_processes(run: RunConfig) -> int:
     """The processes that step ``run``'s envs beside the learner (0: in its process).
 
-    SB3 steps each env in a process of its own (``SubprocVecEnv``) when the envs step
+    With ``env_backend="ray"`` the envs are Ray actors that ask for their own
+    resources. SB3 steps each env in a process of its own (``SubprocVecEnv``) when the envs step
     in workers; the torch trainer lays its env workers out by
     :func:`~feedbackgym.baselines.env_workers.worker_layout` (web and code envs get
     several by default).
     """
+    if run.env_backend == "ray":  # its env actors ask for their own CPUs
+        return 0
     if run.trainer == "sb3":
         return run.n_envs if in_worker_processes(run) else 0
     workers = run.env_workers or (2 if run.subprocess else None)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from feedbackgym.baselines.arms import ArmFeedback, checked_keep_checkpoints, rounds_for
+from feedbackgym.baselines.env_workers import ENV_BACKENDS
 from feedbackgym.baselines.rundir import drop_curve_rows_after, read_state, write_state
 from feedbackgym.baselines.trainers import DEFAULT_TRAINER, TRAINERS
 from feedbackgym.config import FeedbackConfig
@@ -39,7 +40,16 @@ DEFAULT_NET_ARCH = (128, 128)
 """Hidden layers of the policy and value networks that runs train by default."""
 
 RESUMABLE_CHANGES = frozenset(
-    {"total_steps", "out_dir", "device", "env_workers", "subprocess", "keep_checkpoints"}
+    {
+        "total_steps",
+        "out_dir",
+        "device",
+        "env_workers",
+        "subprocess",
+        "env_backend",
+        "env_actor_cpus",
+        "keep_checkpoints",
+    }
 )
 """The settings a resumed run may change: its length, where it lives and runs, and what
 it keeps. Any other change would splice two different runs into one curve."""
@@ -90,6 +100,14 @@ class RunConfig(ArmFeedback):
         overlap_update: The torch trainer trains each round in an update worker
             process while the next round is collected with the weights before that
             update (:class:`~feedbackgym.baselines.update_worker.UpdateWorker`).
+        env_backend: Where the training envs live: ``"processes"`` (this
+            machine, as ``subprocess`` and ``env_workers`` say) or ``"ray"``:
+            in Ray actors of ``env_actor_cpus`` CPUs each, spread over the
+            cluster's nodes (the torch trainer's
+            :class:`~feedbackgym.baselines.ray_envs.RayEnvWorkers`, SB3's
+            :class:`~feedbackgym.baselines.ray_vec_env.RayVecEnv`), ``env_workers``
+            of them (0: 2, or 4 for web and code envs). Needs the ``ray`` extra.
+        env_actor_cpus: CPUs each env actor asks for (``env_backend="ray"``).
         record: Record every training episode in ``out_dir/trajectories`` (a
             :class:`~feedbackgym.datasets.TrajectoryStore`; the episodes of round
             ``r`` are under ``/{env_id}/{r}``). Needs the ``hdf5`` extra.
@@ -123,6 +141,8 @@ class RunConfig(ArmFeedback):
     device: str = "auto"
     env_workers: int = 0
     overlap_update: bool = False
+    env_backend: str = "processes"
+    env_actor_cpus: float = 1.0
     record: bool = False
     keep_checkpoints: int = 5
 
@@ -132,6 +152,12 @@ class RunConfig(ArmFeedback):
             raise ValueError(f"env_workers must be >= 0, got {self.env_workers}")
         if self.trainer not in TRAINERS:
             raise ValueError(f"trainer must be one of {', '.join(TRAINERS)}, got {self.trainer!r}")
+        if self.env_backend not in ENV_BACKENDS:
+            raise ValueError(
+                f"env_backend must be one of {', '.join(ENV_BACKENDS)}, got {self.env_backend!r}"
+            )
+        if self.env_actor_cpus < 0:
+            raise ValueError(f"env_actor_cpus must be >= 0, got {self.env_actor_cpus}")
         if self.overlap_update and self.trainer != "torch":
             raise ValueError("overlap_update is the torch trainer's (trainer='torch')")
         self.arm_config(self.feedback)  # checks the arm and the overrides before the run starts
@@ -231,11 +257,17 @@ def in_worker_processes(config: RunConfig) -> bool:
 
     Asked for (``subprocess``, ``env_workers``), or by default for envs with slow
     steps (web, code: :func:`~feedbackgym.baselines.env_workers.steps_slowly`):
-    the torch trainer's env workers, SB3's ``SubprocVecEnv``.
+    the torch trainer's env workers, SB3's ``SubprocVecEnv``; or in Ray actors
+    (``env_backend="ray"``).
     """
     from feedbackgym.baselines.env_workers import steps_slowly
 
-    return config.subprocess or bool(config.env_workers) or steps_slowly(config.env_id)
+    return (
+        config.env_backend == "ray"
+        or config.subprocess
+        or bool(config.env_workers)
+        or steps_slowly(config.env_id)
+    )
 
 
 def open_store(config: RunConfig) -> Any:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from feedbackgym.baselines.device import resolve_device
+from feedbackgym.baselines.env_workers import steps_slowly
 from feedbackgym.baselines.rounds import RoundBook
 from feedbackgym.baselines.run import (
     DEFAULT_NET_ARCH,
@@ -119,15 +120,25 @@ class _RoundCallback(BaseCallback):
 def _make_vec_env(config: RunConfig, feedback: FeedbackConfig, store: Any, *, seed: int) -> Any:
     """The training envs (env ``i`` seeded with ``seed + i``), recording to ``store`` if given.
 
-    ``store`` is a shared TrajectoryStore, or its path for subprocess workers,
-    which then each write their own shard.
+    ``store`` is a shared TrajectoryStore, or its path for subprocess workers
+    (and Ray actors), which then each write their own shard. With
+    ``env_backend="ray"`` the envs live in Ray actors
+    (:class:`~feedbackgym.baselines.ray_vec_env.RayVecEnv`).
     """
 
     def build() -> Any:
         return make(config.env_id, feedback, record=store, **config.env_kwargs)
 
-    vec_cls = SubprocVecEnv if in_worker_processes(config) else DummyVecEnv
-    venv = vec_cls([build] * config.n_envs)
+    if config.env_backend == "ray":  # the envs in Ray actors over the cluster's nodes
+        from feedbackgym.baselines.ray_envs import actor_layout
+        from feedbackgym.baselines.ray_vec_env import RayVecEnv
+
+        slow = steps_slowly(config.env_id)
+        actors, _ = actor_layout(config.n_envs, config.env_workers, slow=slow)
+        venv: Any = RayVecEnv([build] * config.n_envs, actors, num_cpus=config.env_actor_cpus)
+    else:
+        vec_cls = SubprocVecEnv if in_worker_processes(config) else DummyVecEnv
+        venv = vec_cls([build] * config.n_envs)
     venv.seed(seed)
     monitor = VecMonitor(venv, info_keywords=("is_success",))
     if config.time_limit_terminal:

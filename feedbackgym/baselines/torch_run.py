@@ -64,6 +64,8 @@ def ppo_config(config: RunConfig) -> PPOConfig:
         num_envs=config.n_envs,
         num_steps=config.n_steps,
         workers=config.env_workers or (2 if config.subprocess else None),
+        env_backend=config.env_backend,
+        env_actor_cpus=config.env_actor_cpus,
         overlap_update=config.overlap_update,
         learning_rate=config.learning_rate,
         anneal_lr=config.anneal_lr,

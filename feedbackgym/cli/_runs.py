@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from feedbackgym.baselines.env_workers import ENV_BACKENDS
 from feedbackgym.baselines.trainers import DEFAULT_TRAINER, TRAINERS
 from feedbackgym.cli._helpers import fraction
 from feedbackgym.config import ExploreConfig, RelianceConfig
@@ -37,6 +38,21 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         help="torch trainer: worker processes that step the envs while the learner acts "
         "(default 0: in the learner's process, or for web and code envs one per env up to 4; "
         "1 is fastest on 2 cores for one ops run)",
+    )
+    parser.add_argument(
+        "--env-backend",
+        choices=ENV_BACKENDS,
+        default="processes",
+        help="where the training envs live: on this machine (default) or in Ray actors spread "
+        "over the cluster's nodes, --env-workers of them (default 2, 4 for web and code envs; "
+        "needs the ray extra)",
+    )
+    parser.add_argument(
+        "--env-actor-cpus",
+        type=float,
+        default=1.0,
+        metavar="N",
+        help="CPUs each env actor asks for with --env-backend ray (default %(default)s)",
     )
     parser.add_argument(
         "--overlap-update",

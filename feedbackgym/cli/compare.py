@@ -154,6 +154,8 @@ def _comparison_config(args: argparse.Namespace) -> ComparisonConfig:
         trainer=args.trainer,
         device=args.device,
         env_workers=args.env_workers,
+        env_backend=args.env_backend,
+        env_actor_cpus=args.env_actor_cpus,
         overlap_update=args.overlap_update,
         **settings,
         **({} if args.keep_checkpoints is None else {"keep_checkpoints": args.keep_checkpoints}),

@@ -63,6 +63,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
         trainer=args.trainer,
         device=args.device,
         env_workers=args.env_workers,
+        env_backend=args.env_backend,
+        env_actor_cpus=args.env_actor_cpus,
         overlap_update=args.overlap_update,
         **({} if args.keep_checkpoints is None else {"keep_checkpoints": args.keep_checkpoints}),
     )

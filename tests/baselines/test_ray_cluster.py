@@ -1,4 +1,4 @@
-"""``compare --backend ray`` and store gathering on a real two-node Ray cluster on this machine.
+"""``compare --backend ray``, store gathering and env actors on a real two-node Ray cluster here.
 
 One cluster for the module: a head and a second node with one CPU each (the
 head's health checks made fast, so that a removed node is seen dead within
@@ -163,6 +163,142 @@ def test_a_training_run_takes_its_hints_and_reviews_from_actor_pools(cluster, tm
     assert len(guide) == len(reviewer) == 2
     assert all(count > 0 for count in guide.values())  # both actors of each pool served
     assert all(count > 0 for count in reviewer.values())
+
+
+class _Recorded:
+    """Patches the env actor pool so that a test sees each pool of a run: its nodes, its end."""
+
+    def __init__(self, monkeypatch):
+        from feedbackgym.baselines import ray_envs, ray_vec_env
+
+        self.pools = []
+        pools = self.pools
+
+        class Recording(ray_envs.EnvActors):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **kwargs)
+                pools.append(self)
+
+        monkeypatch.setattr(ray_envs, "EnvActors", Recording)
+        monkeypatch.setattr(ray_vec_env, "EnvActors", Recording)
+
+    def names(self):
+        return [name for pool in self.pools for name in pool.names]
+
+    def nodes(self):
+        return {node for pool in self.pools for node in pool.nodes}
+
+
+def _alive(names):
+    """The env actors of ``names`` still alive (a killed actor's name is freed shortly)."""
+    from feedbackgym.baselines.ray_envs import NAMESPACE
+
+    deadline = time.monotonic() + 10
+    while True:
+        alive = []
+        for name in names:
+            try:
+                ray.get_actor(name, namespace=NAMESPACE)
+            except ValueError:
+                continue
+            alive.append(name)
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.2)
+
+
+def _actor_run(tmp_path, trainer, **settings):
+    from feedbackgym.baselines.run import RunConfig
+
+    return RunConfig(
+        ENV,
+        "guide-then-review",
+        0,
+        4 * 64 * 4,
+        str(tmp_path / trainer),
+        n_envs=4,
+        n_steps=64,
+        eval_every=4,
+        eval_episodes=1,
+        trainer=trainer,
+        env_backend="ray",
+        env_workers=2,
+        record=True,
+        feedback_overrides={"schedule": {"adaptive": None, "switch_at": 0.0, "fade": 1}},
+        **settings,
+    )
+
+
+@pytest.mark.parametrize("trainer", ["torch", "sb3"])
+def test_a_training_run_steps_its_envs_in_actors_on_both_nodes(
+    cluster, tmp_path, monkeypatch, trainer
+):
+    from feedbackgym.baselines.train import train_run
+    from feedbackgym.datasets import TrajectoryStore
+
+    recorded = _Recorded(monkeypatch)
+    run = _actor_run(tmp_path, trainer)
+    assert train_run(run)["timesteps"] == 1024
+    assert len(recorded.pools) == 1 and len(recorded.names()) == 2
+    assert len(recorded.nodes()) == 2  # spread: one actor on each node
+    assert _alive(recorded.names()) == []  # the run closed its envs: no actor left
+    # The controller's state reached the actors' envs: their recorder files each episode
+    # under the round pushed to it, with the phase in force (review after the first round).
+    episodes = TrajectoryStore(Path(run.out_dir) / "trajectories").episodes()
+    assert len({e.shard.split("-")[-2] for e in episodes}) == 2  # by both actors' processes
+    rounds = {int(e.round) for e in episodes}
+    assert rounds >= {1, 2, 3}
+    assert {e.phase for e in episodes if int(e.round) >= 2} == {"review"}
+
+
+def test_env_actors_meet_the_trainer_interface_and_name_a_dead_one(cluster):
+    import numpy as np
+
+    import feedbackgym
+    from feedbackgym.baselines.env_workers import EnvGroups, EnvWorkers
+    from feedbackgym.baselines.flat import TrainerView
+    from feedbackgym.baselines.ray_envs import EnvActorError, RayEnvWorkers
+    from feedbackgym.protocol import FeedbackState, call_envs
+
+    def build():
+        return TrainerView(feedbackgym.make(ENV, "guide-then-review"))
+
+    envs = RayEnvWorkers([build] * 4, groups=4, actors=2)
+    here = EnvWorkers([build] * 4, groups=4)
+    try:
+        assert isinstance(envs, EnvGroups) and isinstance(here, EnvGroups)
+        assert len(set(envs.nodes)) == 2
+        np.testing.assert_array_equal(envs.reset(seed=3), here.reset(seed=3))
+        rng = np.random.default_rng(0)
+        for _ in range(30):  # the same trajectories as in this process
+            actions = rng.integers(envs.single_action_space.n, size=4)
+            for group in range(4):
+                envs.step_async(group, actions[group : group + 1])
+                here.step_async(group, actions[group : group + 1])
+            steps = dict(envs.step_wait_any() for _ in range(4))  # as they come back
+            for group in range(4):  # in this process: in the order they were started
+                mine = here.step_wait(group)
+                np.testing.assert_array_equal(steps[group].obs, mine.obs)
+                np.testing.assert_array_equal(steps[group].reward, mine.reward)
+                np.testing.assert_array_equal(steps[group].action, mine.action)
+        state = FeedbackState("review", 0.0, 1.0, round=5)
+        call_envs(envs, "set_feedback_state", state)  # the controller's path
+        stats = call_envs(envs, "feedback_stats")
+        assert len(stats) == 4 and all(s["guide"] is not None for s in stats)
+        ray.kill(envs.actors.actors[1], no_restart=True)
+        with pytest.raises(EnvActorError, match=envs.actors.names[1]) as raised:
+            for group in range(4):
+                envs.step_async(group, np.zeros(1, np.int64))
+            for _ in range(4):
+                envs.step_wait_any()
+        assert raised.value.actor == envs.actors.names[1]
+        assert raised.value.node == envs.nodes[1]
+    finally:
+        names = list(envs.actors.names)
+        envs.close()
+        envs.close()  # idempotent
+        here.close()
+    assert _alive(names) == []
 
 
 def test_a_run_lost_with_its_node_resumes_from_its_last_round(cluster, tmp_path):
