@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from feedbackgym.baselines.report import pyplot, save_plot
 from feedbackgym.baselines.rundir import read_curve
 from feedbackgym.baselines.stats import (
     Curve,
@@ -32,7 +33,6 @@ from feedbackgym.baselines.stats import (
     probability_of_improvement_ci,
     summarize_arm,
 )
-from feedbackgym.errors import DependencyNotInstalled
 
 __all__ = ["DEMONSTRATION_FIELDS", "demonstration_rows", "write_demonstrations"]
 
@@ -156,14 +156,7 @@ def plot_demonstrations(out: Path, rows: list[dict[str, Any]], *, title: str) ->
     Raises:
         DependencyNotInstalled: matplotlib is missing.
     """
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as error:
-        raise DependencyNotInstalled.for_extra("matplotlib", "baselines") from error
-
+    plt = pyplot()
     figure, axis = plt.subplots(figsize=(7, 4.2))
     for method in dict.fromkeys(r["arm"] for r in rows):
         mine = [r for r in rows if r["arm"] == method]
@@ -175,14 +168,7 @@ def plot_demonstrations(out: Path, rows: list[dict[str, Any]], *, title: str) ->
     axis.set_xscale("symlog", linthresh=10)
     axis.set_xlabel("expert demonstrations (behaviour-cloned episodes)")
     axis.set_ylabel("final validation success (IQM, 95% CI)")
-    axis.set_ylim(-0.02, 1.02)
-    axis.set_title(title)
-    axis.legend(loc="lower right", fontsize=8)
-    figure.tight_layout()
-    path = out / "demonstrations.png"
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return path
+    return save_plot(figure, axis, out / "demonstrations.png", title=title, legend="lower right")
 
 
 def write_demonstrations(out: Path, runs: Sequence[Any], *, title: str) -> list[dict[str, Any]]:

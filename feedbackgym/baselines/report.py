@@ -44,7 +44,16 @@ from feedbackgym.baselines.stats import (
 from feedbackgym.errors import DependencyNotInstalled
 from feedbackgym.schedules import TWO_PHASE_ARMS
 
-__all__ = ["SPEED_PERCENT", "FoundRun", "find_runs", "plot_curves", "write_report", "write_tables"]
+__all__ = [
+    "SPEED_PERCENT",
+    "FoundRun",
+    "find_runs",
+    "plot_curves",
+    "pyplot",
+    "save_plot",
+    "write_report",
+    "write_tables",
+]
 
 SPEED_PERCENT = 80
 """The success the arms' speed is compared at (``sooner.csv``): the issue's goal threshold."""
@@ -334,14 +343,7 @@ def plot_curves(
     Raises:
         DependencyNotInstalled: matplotlib is missing.
     """
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as error:
-        raise DependencyNotInstalled.for_extra("matplotlib", "baselines") from error
-
+    plt = pyplot()
     figure, axis = plt.subplots(figsize=(8, 4.5))
     bounds = _phase_bounds(runs, planned_switch)
     if bounds:
@@ -375,13 +377,36 @@ def plot_curves(
         axis.fill_between(steps, low, high, color=line.get_color(), alpha=0.15)
     axis.set_xlabel("env steps")
     axis.set_ylabel("validation success (mean, 95% CI)")
+    return save_plot(figure, axis, out / "curves.png", title=title, legend="upper left")
+
+
+def pyplot() -> Any:
+    """``matplotlib.pyplot`` drawing off-screen (Agg).
+
+    Raises:
+        DependencyNotInstalled: matplotlib is missing.
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as error:
+        raise DependencyNotInstalled.for_extra("matplotlib", "baselines") from error
+    return plt
+
+
+def save_plot(figure: Any, axis: Any, path: Path, *, title: str, legend: str) -> Path:
+    """Finishes a success plot, saves it to ``path``, closes it and returns ``path``.
+
+    The y axis spans 0 to 1; ``legend`` is the legend's matplotlib location.
+    """
     axis.set_ylim(-0.02, 1.02)
     axis.set_title(title)
-    axis.legend(loc="upper left", fontsize=8)
+    axis.legend(loc=legend, fontsize=8)
     figure.tight_layout()
-    path = out / "curves.png"
     figure.savefig(path, dpi=120)
-    plt.close(figure)
+    pyplot().close(figure)
     return path
 
 
