@@ -28,8 +28,8 @@ busy)`` bounds it.
 With ``--browsers`` the rows are instead, for each of Debian's Chromium builds
 installed (the full browser, ``/usr/bin/chromium``, and the headless shell,
 ``/usr/bin/chromium-headless-shell``): ``1 env`` and ``4 envs as ready``, each in
-worker processes launched with that build; the ratios are to the full
-browser's ``1 env``.
+worker processes launched with that build; the ratios are to the first row
+(the full browser's ``1 env`` when it is installed).
 
 Usage:
     python benchmarks/web_vector.py [--env feedbackgym/WebCheckout-v0] [--seconds 15]
@@ -205,6 +205,8 @@ def main(argv: list[str] | None = None) -> None:
                 rows[f"{n} envs as ready, {label}"] = env_workers(
                     args.env, n, as_ready=True, chromium=path
                 )
+            if not rows:
+                raise SystemExit("web_vector.py --browsers: neither Chromium build is installed")
         else:
             rows["1 env"] = one_env(args.env)
             rows[f"{n} envs, AsyncVectorEnv (lockstep)"] = async_vector(args.env, n)

@@ -6,11 +6,13 @@ from N expert episodes (``--bc-episodes N``) for several N at one budget.
 :func:`feedbackgym.baselines.report.find_runs` finds them, each with its
 ``method`` and ``demonstrations``)::
 
-    demonstrations.csv  one row per arm and N: runs, final success (IQM and mean
-                        with bootstrap 95% CIs), steps to 80% (IQM, censored)
+    demonstrations.csv  one row per arm and N: runs (and how many stopped short
+                        of the others), final success (IQM and mean with bootstrap
+                        95% CIs), steps to 80% (IQM, censored)
     demonstrations.md   that table; then, for each arm and N, the probability that
-                        a run of it ends higher than one of each other arm with the
-                        same N, and than one with that arm's most demonstrations
+                        a run of it ends higher than a run of each other arm with
+                        the same N, and than one of each other arm with that other
+                        arm's most demonstrations
     demonstrations.png  IQM final success [95% CI] against N, one line per arm
 
 ``feedbackgym report`` writes them when its runs have more than one N.
@@ -24,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from feedbackgym.baselines.report import pyplot, save_plot
+from feedbackgym.baselines.report import format_or_na, pyplot, save_plot, with_ci
 from feedbackgym.baselines.rundir import read_curve
 from feedbackgym.baselines.stats import (
     Curve,
@@ -34,12 +36,18 @@ from feedbackgym.baselines.stats import (
     summarize_arm,
 )
 
-__all__ = ["DEMONSTRATION_FIELDS", "demonstration_rows", "write_demonstrations"]
+__all__ = [
+    "DEMONSTRATION_FIELDS",
+    "demonstration_rows",
+    "plot_demonstrations",
+    "write_demonstrations",
+]
 
 DEMONSTRATION_FIELDS = (
     "arm",
     "demonstrations",
     "runs",
+    "short_runs",
     "last_step",
     "iqm",
     "iqm_low",
@@ -54,10 +62,14 @@ DEMONSTRATION_FIELDS = (
 """The columns of ``demonstrations.csv`` (see :func:`demonstration_rows`)."""
 
 
-def _curves(runs: Sequence[Any]) -> dict[tuple[str, int], list[Curve]]:
+Grouped = dict[tuple[str, int], list[Curve]]
+"""The runs' curves by (method, demonstrations)."""
+
+
+def _curves(runs: Sequence[Any]) -> Grouped:
     """The runs' curves by (method, demonstrations), methods in order of appearance, N ascending."""
-    grouped: dict[tuple[str, int], list[Curve]] = {}
-    for run in sorted(runs, key=lambda run: run.demonstrations):
+    grouped: Grouped = {}
+    for run in runs:
         grouped.setdefault((run.method, run.demonstrations), []).append(read_curve(run.out_dir))
     methods = list(dict.fromkeys(run.method for run in runs))
     return dict(sorted(grouped.items(), key=lambda item: (methods.index(item[0][0]), item[0][1])))
@@ -84,15 +96,19 @@ def demonstration_rows(runs: Sequence[Any]) -> list[dict[str, Any]]:
         >>> [(r["demonstrations"], r["runs"], round(r["success"], 2)) for r in rows]
         [(0, 2, 0.2), (30, 1, 0.9)]
     """
+    return _rows(_curves(runs))
+
+
+def _rows(grouped: Grouped) -> list[dict[str, Any]]:
     rows = []
-    for (method, demonstrations), curves in _curves(runs).items():
+    for (method, demonstrations), curves in grouped.items():
         summary = summarize_arm(method, curves)
         row = {field: summary.get(field) for field in DEMONSTRATION_FIELDS}
         rows.append(row | {"demonstrations": demonstrations, "runs": len(curves)})
     return rows
 
 
-def _improvement_lines(grouped: dict[tuple[str, int], list[Curve]]) -> list[str]:
+def _improvement_lines(grouped: Grouped) -> list[str]:
     """The Markdown rows: each arm at each N against the other arms at N and at their most N."""
     finals = {key: final_success(curves) for key, curves in grouped.items()}
     most = {method: n for method, n in finals}  # ascending N: the last one stays
@@ -103,7 +119,7 @@ def _improvement_lines(grouped: dict[tuple[str, int], list[Curve]]) -> list[str]
                 continue
             probability = probability_of_improvement(scores, other_scores)
             low, high = probability_of_improvement_ci(scores, other_scores)
-            cell = f"{probability:.2f} [{low:.2f}, {high:.2f}]"
+            cell = with_ci(probability, low, high, ".2f")
             lines.append(f"| {method} | {n} | {other} | {other_n} | {cell} |")
     return lines
 
@@ -116,17 +132,19 @@ def _markdown(rows: list[dict[str, Any]], improvement: list[str]) -> str:
     ]
     for r in rows:
         bound = "≥ " if r["steps_to_80_censored"] else ""
+        short = f" ({r['short_runs']} short)" if r["short_runs"] else ""
         lines.append(
-            f"| {r['arm']} | {r['demonstrations']} | {r['runs']} | {r['last_step']:,.0f} "
-            f"| {r['iqm']:.0%} [{r['iqm_low']:.0%}, {r['iqm_high']:.0%}] "
-            f"| {r['success']:.0%} [{r['mean_low']:.0%}, {r['mean_high']:.0%}] "
-            f"| {bound}{r['steps_to_80']:,.0f} ({r['reached_80']}/{r['runs']}) |"
+            f"| {r['arm']} | {r['demonstrations']} | {r['runs']} | {r['last_step']:,.0f}{short} "
+            f"| {with_ci(r['iqm'], r['iqm_low'], r['iqm_high'], '.0%')} "
+            f"| {with_ci(r['success'], r['mean_low'], r['mean_high'], '.0%')} "
+            f"| {bound}{format_or_na(r['steps_to_80'], ',.0f')} ({r['reached_80']}/{r['runs']}) |"
         )
     lines += [
         "",
-        "Success at each run's last validation (the budget's end), IQM and mean over the runs "
-        "with percentile bootstrap 95% CIs (n/a: one run); demonstrations: expert episodes "
-        "behaviour-cloned before the first round (0: none).",
+        "Success at each run's last validation (the budget's end; short: runs that stopped "
+        "before the group's last validation, still running or with a smaller budget), IQM and "
+        "mean over the runs with percentile bootstrap 95% CIs (none with one run); "
+        "demonstrations: expert episodes behaviour-cloned before the first round (0: none).",
     ]
     if improvement:
         lines += [
@@ -135,11 +153,11 @@ def _markdown(rows: list[dict[str, Any]], improvement: list[str]) -> str:
             "|---|---|---|---|---|",
             *improvement,
             "",
-            "Each arm at each N against every other arm with the same N and with its most "
-            "demonstrations: the probability that a run of the arm ends with a higher "
+            "Each arm at each N against every other arm with the same N and with that other "
+            "arm's most demonstrations: the probability that a run of the arm ends with a higher "
             "validation success, ties counting half; bootstrap 95% CI.",
         ]
-    return "\n".join(lines).replace("[nan%, nan%]", "n/a") + "\n"
+    return "\n".join(lines) + "\n"
 
 
 def plot_demonstrations(out: Path, rows: list[dict[str, Any]], *, title: str) -> Path:
@@ -179,12 +197,13 @@ def write_demonstrations(out: Path, runs: Sequence[Any], *, title: str) -> list[
         runs: The runs (``method``, ``demonstrations``, ``out_dir`` each).
         title: The plot's title.
     """
-    rows = demonstration_rows(runs)
+    grouped = _curves(runs)
+    rows = _rows(grouped)
     with (out / "demonstrations.csv").open("w", newline="") as file:
         writer = csv.DictWriter(file, fieldnames=DEMONSTRATION_FIELDS)
         writer.writeheader()
         writer.writerows(rows)
-    markdown = _markdown(rows, _improvement_lines(_curves(runs)))
+    markdown = _markdown(rows, _improvement_lines(grouped))
     (out / "demonstrations.md").write_text(markdown)
     plot_demonstrations(out, rows, title=title)
     return rows

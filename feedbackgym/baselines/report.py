@@ -45,15 +45,22 @@ from feedbackgym.errors import DependencyNotInstalled
 from feedbackgym.schedules import TWO_PHASE_ARMS
 
 __all__ = [
+    "NO_CREDIT",
     "SPEED_PERCENT",
     "FoundRun",
     "find_runs",
+    "format_or_na",
     "plot_curves",
     "pyplot",
+    "run_label",
     "save_plot",
+    "with_ci",
     "write_report",
     "write_tables",
 ]
+
+NO_CREDIT = "no review credit"
+"""The ablation label of a run trained with ``review_credit`` off (``--no-review-credit``)."""
 
 SPEED_PERCENT = 80
 """The success the arms' speed is compared at (``sooner.csv``): the issue's goal threshold."""
@@ -64,25 +71,44 @@ class FoundRun:
     """A run directory found by :func:`find_runs`.
 
     Attributes:
-        arm: The run's label in the report: its arm, renamed or prefixed with
-            ``bcN+`` when it started from N behaviour-cloned demonstrations.
+        arm: The run's label in the report (see :func:`run_label`).
         seed: The run's seed.
         out_dir: The run's directory.
         env_id: The run's env (``None`` when the run has no ``config.json``).
-        method: The arm the run trained (``arm`` before any label).
+        trained: The arm the run trained, or what ``--rename`` called it.
         demonstrations: The expert episodes cloned before its first round (0: none).
+        ablation: What the run left out of its arm (``"no review credit"``), or ``""``.
     """
 
     arm: str
     seed: int
     out_dir: str
     env_id: str | None = None
-    method: str = ""
+    trained: str = ""
     demonstrations: int = 0
+    ablation: str = ""
 
     def __post_init__(self) -> None:
-        if not self.method:
-            object.__setattr__(self, "method", self.arm)
+        if not self.trained:
+            object.__setattr__(self, "trained", self.arm)
+
+    @property
+    def method(self) -> str:
+        """The label without the demonstrations: what a demonstrations study compares."""
+        return run_label(self.trained, ablation=self.ablation)
+
+
+def run_label(arm: str, demonstrations: int = 0, ablation: str = "") -> str:
+    """A run's label in a report: ``bcN+`` for N cloned demonstrations, ``(ablation)`` after.
+
+    Example:
+        >>> run_label("shaping"), run_label("shaping", 30)
+        ('shaping', 'bc30+shaping')
+        >>> run_label("guide-then-review+shaping", ablation="no review credit")
+        'guide-then-review+shaping (no review credit)'
+    """
+    label = f"bc{demonstrations}+{arm}" if demonstrations else arm
+    return f"{label} ({ablation})" if ablation else label
 
 
 def find_runs(
@@ -93,7 +119,8 @@ def find_runs(
     A run's arm and seed come from its ``config.json``, else from its
     directory's name (``ARM-seedS``). A run warm-started from N expert
     demonstrations (``bc_episodes``) is labelled ``bcN+ARM``, so one report
-    holds a demonstrations study (see :mod:`feedbackgym.baselines.demonstrations`).
+    holds a demonstrations study (see :mod:`feedbackgym.baselines.demonstrations`),
+    and a run trained without review credit ``ARM (no review credit)``.
 
     Args:
         sources: The comparisons' output directories.
@@ -119,10 +146,10 @@ def find_runs(
             raise ValueError(f"{source} holds no runs (no directory in {source / 'runs'})")
         for run_dir in run_dirs:
             run, rounds = _found_run(run_dir)
-            label = (renames or {}).get((str(source), run.method))
+            label = (renames or {}).get((str(source), run.trained))
             if label is not None:
-                shown = f"bc{run.demonstrations}+{label}" if run.demonstrations else label
-                run = dataclasses.replace(run, arm=shown, method=label)
+                shown = run_label(label, run.demonstrations, run.ablation)
+                run = dataclasses.replace(run, arm=shown, trained=label)
             if (run.arm, run.seed) in seen:
                 other = seen[run.arm, run.seed]
                 raise ValueError(f"{run.arm} seed {run.seed} is in both {other} and {run_dir}")
@@ -147,9 +174,10 @@ def _found_run(run_dir: Path) -> tuple[FoundRun, int | None]:
         config = json.loads(config_path.read_text())
         rounds = rounds_for(config["total_steps"], config["n_envs"], config["n_steps"])
         arm, demonstrations = config["arm"], config.get("bc_episodes", 0)
-        label = f"bc{demonstrations}+{arm}" if demonstrations else arm
-        found = FoundRun(label, config["seed"], str(run_dir), config["env_id"], arm, demonstrations)
-        return found, rounds
+        ablation = "" if config.get("review_credit", True) else NO_CREDIT
+        label = run_label(arm, demonstrations, ablation)
+        where = (str(run_dir), config["env_id"])
+        return FoundRun(label, config["seed"], *where, arm, demonstrations, ablation), rounds
     named = re.fullmatch(r"(.+)-seed(\d+)", run_dir.name)
     if named is None:
         raise ValueError(f"{run_dir}: no config.json, and its name is not ARM-seedS")
@@ -189,26 +217,26 @@ def write_report(
     return rows
 
 
-def _fmt(value: float, spec: str) -> str:
+def format_or_na(value: float, spec: str) -> str:
     """``value`` formatted by ``spec``, or ``n/a`` for ``nan``.
 
     Example:
-        >>> _fmt(0.25, ".0%"), _fmt(float("nan"), ".0%")
+        >>> format_or_na(0.25, ".0%"), format_or_na(float("nan"), ".0%")
         ('25%', 'n/a')
     """
     return "n/a" if isinstance(value, float) and math.isnan(value) else format(value, spec)
 
 
-def _with_ci(value: float, low: float, high: float, spec: str) -> str:
+def with_ci(value: float, low: float, high: float, spec: str) -> str:
     """``value [low, high]``, without the interval when it is ``nan``.
 
     Example:
-        >>> _with_ci(0.5, 0.25, 0.75, ".0%"), _with_ci(0.5, float("nan"), float("nan"), ".0%")
+        >>> with_ci(0.5, 0.25, 0.75, ".0%"), with_ci(0.5, float("nan"), float("nan"), ".0%")
         ('50% [25%, 75%]', '50%')
     """
     if math.isnan(low):
-        return _fmt(value, spec)
-    return f"{_fmt(value, spec)} [{low:{spec}}, {high:{spec}}]"
+        return format_or_na(value, spec)
+    return f"{format_or_na(value, spec)} [{low:{spec}}, {high:{spec}}]"
 
 
 def _steps_cell(row: dict[str, Any], percent: int) -> str:
@@ -216,7 +244,7 @@ def _steps_cell(row: dict[str, Any], percent: int) -> str:
     bound = "≥ " if row[f"steps_to_{percent}_censored"] else ""
     reached = f"({row[f'reached_{percent}']}/{row['seeds']})"
     key = f"steps_to_{percent}"
-    return f"{bound}{_with_ci(row[key], row[f'{key}_low'], row[f'{key}_high'], ',.0f')} {reached}"
+    return f"{bound}{with_ci(row[key], row[f'{key}_low'], row[f'{key}_high'], ',.0f')} {reached}"
 
 
 def _markdown(
@@ -234,11 +262,11 @@ def _markdown(
         short = f" ({r['short_runs']} short)" if r["short_runs"] else ""
         lines.append(
             f"| {r['arm']} | {r['seeds']} | {r['last_step']:,.0f}{short} "
-            f"| {_with_ci(r['iqm'], r['iqm_low'], r['iqm_high'], '.0%')} "
-            f"| {_with_ci(r['success'], r['mean_low'], r['mean_high'], '.0%')} "
+            f"| {with_ci(r['iqm'], r['iqm_low'], r['iqm_high'], '.0%')} "
+            f"| {with_ci(r['success'], r['mean_low'], r['mean_high'], '.0%')} "
             f"| {r['success_unguided']:.0%} | {_steps_cell(r, 50)} | {_steps_cell(r, 80)} "
-            f"| {r['final_return']:.2f} | {_fmt(r['success_before_switch'], '.0%')} "
-            f"| {_fmt(r['success_after_switch'], '.0%')} |"
+            f"| {r['final_return']:.2f} | {format_or_na(r['success_before_switch'], '.0%')} "
+            f"| {format_or_na(r['success_after_switch'], '.0%')} |"
         )
     lines += [
         "",
@@ -254,7 +282,7 @@ def _markdown(
             "|---|---|---|",
             *(
                 f"| {i['arm']} | {i['baseline']} "
-                f"| {_with_ci(i['probability'], i['low'], i['high'], '.2f')} |"
+                f"| {with_ci(i['probability'], i['low'], i['high'], '.2f')} |"
                 for i in improvement
             ),
             "",
@@ -268,7 +296,7 @@ def _markdown(
             "|---|---|---|",
             *(
                 f"| {i['arm']} | {i['baseline']} "
-                f"| {_with_ci(i['probability'], i['low'], i['high'], '.2f')} |"
+                f"| {with_ci(i['probability'], i['low'], i['high'], '.2f')} |"
                 for i in sooner
             ),
             "",
@@ -381,10 +409,16 @@ def plot_curves(
 
 
 def pyplot() -> Any:
-    """``matplotlib.pyplot`` drawing off-screen (Agg).
+    """``matplotlib.pyplot``, drawing off-screen (Agg).
+
+    Returns:
+        The ``matplotlib.pyplot`` module.
 
     Raises:
         DependencyNotInstalled: matplotlib is missing.
+
+    Example:
+        >>> figure, axis = pyplot().subplots()  # doctest: +SKIP
     """
     try:
         import matplotlib
@@ -399,14 +433,26 @@ def pyplot() -> Any:
 def save_plot(figure: Any, axis: Any, path: Path, *, title: str, legend: str) -> Path:
     """Finishes a success plot, saves it to ``path``, closes it and returns ``path``.
 
-    The y axis spans 0 to 1; ``legend`` is the legend's matplotlib location.
+    Args:
+        figure: The plot's matplotlib figure (from :func:`pyplot`).
+        axis: Its axis, with the data drawn.
+        path: Where the PNG goes.
+        title: The plot's title.
+        legend: The legend's matplotlib location (``"upper left"``).
+
+    Example:
+        >>> figure, axis = pyplot().subplots()  # doctest: +SKIP
+        >>> save_plot(figure, axis, Path("plot.png"), title="t", legend="best")  # doctest: +SKIP
+        PosixPath('plot.png')
     """
     axis.set_ylim(-0.02, 1.02)
     axis.set_title(title)
     axis.legend(loc=legend, fontsize=8)
     figure.tight_layout()
     figure.savefig(path, dpi=120)
-    pyplot().close(figure)
+    import matplotlib.pyplot as plt  # loaded by pyplot(), which drew the figure
+
+    plt.close(figure)
     return path
 
 
@@ -418,7 +464,7 @@ def _phase_bounds(
     ``[planned]`` when two-phase runs are plotted but none has switched (none
     when ``planned`` is ``None``); none when no two-phase run is plotted.
     """
-    two_phase = [run for run in runs if getattr(run, "method", run.arm) in TWO_PHASE_ARMS]
+    two_phase = [run for run in runs if getattr(run, "trained", run.arm) in TWO_PHASE_ARMS]
     bounds = []
     for run in two_phase:
         curve = read_curve(run.out_dir)

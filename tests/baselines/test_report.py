@@ -15,7 +15,7 @@ from feedbackgym.cli import main
 PHASES = {"g": "guide", "f": "fade", "r": "review", "n": "none"}
 
 
-def _run(source, arm, seed, successes, *, phases=None, rounds=None, config=True, bc=0):
+def _run(source, arm, seed, successes, *, phases=None, rounds=None, config=True, bc=0, **extra):
     """A run directory as a comparison leaves it: ``curve.csv`` (one validation a round)."""
     run = source / "runs" / f"{arm}-seed{seed}"
     run.mkdir(parents=True)
@@ -27,6 +27,7 @@ def _run(source, arm, seed, successes, *, phases=None, rounds=None, config=True,
         budget = 100 * (rounds or len(successes))
         settings = {"arm": arm, "seed": seed, "env_id": "feedbackgym/ToyCorridor-v0"}
         settings |= {"total_steps": budget, "n_envs": 1, "n_steps": 100, "bc_episodes": bc}
+        settings |= extra
         (run / "config.json").write_text(json.dumps(settings))
     return SimpleNamespace(arm=arm, out_dir=str(run))
 
@@ -190,3 +191,22 @@ def test_a_report_of_one_n_writes_no_demonstrations_table(tmp_path, capsys):
     assert main(["report", "--out", str(tmp_path / "report"), str(tmp_path / "a")]) == 0
     assert "bc30+shaping" in capsys.readouterr().out
     assert not (tmp_path / "report" / "demonstrations.csv").exists()
+
+
+def test_runs_without_review_credit_are_reported_apart(tmp_path, capsys):
+    arm = "guide-then-review+shaping"
+    _run(tmp_path / "full", arm, 0, [0.0, 0.9], phases="gr")
+    _run(tmp_path / "ablated", arm, 0, [0.0, 0.5], phases="gr", review_credit=False)
+    _run(tmp_path / "ablated", arm, 1, [0.0, 0.4], phases="gr", review_credit=False, bc=30)
+    out = tmp_path / "report"
+    sources = [str(tmp_path / "full"), str(tmp_path / "ablated")]
+    assert main(["report", "--out", str(out), *sources]) == 0
+    assert [row["arm"] for row in _read(out / "results.csv")] == [
+        arm,
+        f"{arm} (no review credit)",
+        f"bc30+{arm} (no review credit)",
+    ]
+    printed = capsys.readouterr().out  # two Ns: the study's table, one run a group (no CI)
+    assert f"| {arm} (no review credit) | 30 | {arm} | 0 | 0.00 |" in printed
+    assert "nan" not in (out / "demonstrations.md").read_text()
+    assert len(_phase_bounds(find_runs([tmp_path / "ablated"])[0], None)) == 2
