@@ -56,6 +56,7 @@ from feedbackgym.protocol import ENV_REWARD, IS_SUCCESS
 
 __all__ = [
     "ENV_BACKENDS",
+    "check_env_backend",
     "SLOW_ENV_WORKERS",
     "EnvGroups",
     "EnvWorkerError",
@@ -70,6 +71,15 @@ ENV_BACKENDS = ("processes", "ray")
 """Where the torch trainer's env groups live: this machine (in the learner's process or in
 worker processes, :class:`EnvWorkers`) or Ray actors across a cluster
 (:class:`~feedbackgym.baselines.ray_envs.RayEnvWorkers`)."""
+
+
+def check_env_backend(backend: str, actor_cpus: float) -> None:
+    """Raises ``ValueError`` for a backend not in :data:`ENV_BACKENDS` or ``actor_cpus < 0``."""
+    if backend not in ENV_BACKENDS:
+        raise ValueError(f"env_backend must be one of {', '.join(ENV_BACKENDS)}, got {backend!r}")
+    if actor_cpus < 0:
+        raise ValueError(f"env_actor_cpus must be >= 0, got {actor_cpus}")
+
 
 SLOW_ENV_WORKERS = 4
 """Worker processes the torch trainer gives envs with slow steps unless told otherwise
@@ -262,8 +272,19 @@ class _Group:
         return [env.get_wrapper_attr(name)(*args, **kwargs) for env in self.envs]
 
     def close(self) -> None:
-        for env in self.envs:
+        close_envs(self.envs)
+
+
+def close_envs(envs: Sequence[gym.Env[Any, Any]]) -> None:
+    """Closes every env, each in its own try; then raises the first error, if any."""
+    first: BaseException | None = None
+    for env in envs:
+        try:
             env.close()
+        except BaseException as error:  # noqa: BLE001 - the rest still close
+            first = first or error
+    if first is not None:
+        raise first
 
 
 def _serve(connection: Any, build: bytes, sizes: list[int]) -> None:

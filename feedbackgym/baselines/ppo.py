@@ -46,10 +46,10 @@ from feedbackgym.baselines.agent import (
 from feedbackgym.baselines.arms import ArmFeedback, rounds_for
 from feedbackgym.baselines.device import resolve_device
 from feedbackgym.baselines.env_workers import (
-    ENV_BACKENDS,
     EnvGroups,
     EnvWorkers,
     StepBatch,
+    check_env_backend,
     steps_slowly,
     worker_layout,
 )
@@ -169,10 +169,7 @@ class PPOConfig(ArmFeedback):
     env_kwargs: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.env_backend not in ENV_BACKENDS:
-            raise ValueError(
-                f"env_backend must be one of {', '.join(ENV_BACKENDS)}, got {self.env_backend!r}"
-            )
+        check_env_backend(self.env_backend, self.env_actor_cpus)
 
     @property
     def rounds(self) -> int:

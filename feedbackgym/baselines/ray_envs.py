@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import uuid
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -38,16 +39,18 @@ import gymnasium as gym
 import numpy as np
 
 from feedbackgym.baselines.env_workers import (
+    SLOW_ENV_WORKERS,
     EnvWorkerError,
     StepBatch,
     _Group,
+    close_envs,
     split_groups,
 )
 from feedbackgym.errors import DependencyNotInstalled
 
 try:
     import ray
-    from ray.exceptions import RayActorError, RayError
+    from ray.exceptions import GetTimeoutError, RayActorError, RayError
 except ImportError as error:
     raise DependencyNotInstalled.for_extra("ray", "ray") from error
 
@@ -70,6 +73,12 @@ ENV_ACTOR_CPUS = 1.0
 _CLOSE_S = 10.0
 """Seconds an actor gets to close its envs before it is killed."""
 
+PLACE_TIMEOUT_S = 120.0
+"""Seconds the actors get to be placed and build their envs before the run gives up."""
+
+_self_started = 0
+"""Open :class:`EnvActors` that rely on the Ray instance this module started."""
+
 
 class EnvActorError(EnvWorkerError):
     """An env actor died (its node or process lost, or killed), or an env in it raised.
@@ -83,6 +92,9 @@ class EnvActorError(EnvWorkerError):
         super().__init__(message)
         self.actor = actor
         self.node = node
+
+    def __reduce__(self) -> tuple[type[EnvActorError], tuple[str, str, str | None]]:
+        return type(self), (self.args[0], self.actor, self.node)
 
 
 @ray.remote
@@ -114,7 +126,9 @@ class EnvActors:
         name: Prefix of the actors' names (``PREFIX-TOKEN-N`` in :data:`NAMESPACE`).
 
     Raises:
-        EnvActorError: An actor could not build what it holds.
+        EnvActorError: An actor could not build what it holds, the actors ask
+            more CPUs than the cluster has, or they could not be placed within
+            :data:`PLACE_TIMEOUT_S`.
 
     Example:
         >>> actors = EnvActors([list, list], num_cpus=0)  # doctest: +SKIP
@@ -135,13 +149,29 @@ class EnvActors:
             raise ValueError("need at least one actor")
         if num_cpus < 0:
             raise ValueError(f"num_cpus must be >= 0, got {num_cpus}")
+        global _self_started
         self._connected = _connect()
+        if self._connected:
+            _self_started += 1
+        self.actors: list[Any] = []
+        self.names: list[str] = []
+        self.nodes: list[str | None] = []
+        asked = len(makers) * num_cpus
+        total = ray.cluster_resources().get("CPU", 0.0)
+        if asked > total:
+            self.close()
+            raise EnvActorError(
+                f"{len(makers)} env actors x {num_cpus} CPUs = {asked} CPUs asked, "
+                f"but the cluster has {total} CPUs: fewer actors or env_actor_cpus",
+                f"{name}-*",
+                None,
+            )
         token = uuid.uuid4().hex[:8]
         self.names = [f"{name}-{token}-{index}" for index in range(len(makers))]
         """Each actor's name (in :data:`NAMESPACE`)."""
-        self.nodes: list[str | None] = [None] * len(makers)
+        self.nodes = [None] * len(makers)
         """The node each actor was placed on."""
-        self.actors: list[Any] = []
+        env_vars = {k: v for k, v in os.environ.items() if k.startswith("FEEDBACKGYM_")}
         try:
             for actor_name, make in zip(self.names, makers, strict=True):
                 self.actors.append(
@@ -152,16 +182,35 @@ class EnvActors:
                         scheduling_strategy=strategy,
                         max_restarts=0,  # an env's state is lost with its actor: no silent restart
                         max_task_retries=0,
+                        runtime_env={"env_vars": env_vars} if env_vars else None,
                     ).remote(make)
                 )
             refs = [actor.node.remote() for actor in self.actors]
+            try:
+                ray.get(refs, timeout=PLACE_TIMEOUT_S)
+            except GetTimeoutError as error:
+                available = ray.available_resources().get("CPU", 0.0)
+                raise EnvActorError(
+                    f"env actors {self.names} could not be placed within {PLACE_TIMEOUT_S} s: "
+                    f"{asked} CPUs asked, {available} available now",
+                    self.names[0],
+                    None,
+                ) from error
+            except RayError:
+                pass  # named by the per-actor get below
             self.nodes = [self.get(index, ref) for index, ref in enumerate(refs)]
         except BaseException:
             self.close()
             raise
 
     def ask(self, index: int, method: str, *args: Any, **kwargs: Any) -> Any:
-        """Starts ``method(*args, **kwargs)`` of actor ``index``'s holding; returns its ref."""
+        """Starts ``method(*args, **kwargs)`` of actor ``index``'s holding; returns its ref.
+
+        Raises:
+            EnvActorError: The actors are closed.
+        """
+        if not self.actors:
+            raise EnvActorError("env actors are closed", self.names[index], self.nodes[index])
         return self.actors[index].run.remote(method, *args, **kwargs)
 
     def get(self, index: int, ref: Any) -> Any:
@@ -204,15 +253,21 @@ class EnvActors:
                 ray.kill(actor, no_restart=True)
             except (RayError, ValueError):
                 pass
+        global _self_started
         if self._connected:
             self._connected = False
-            ray.shutdown()
+            _self_started -= 1
+            if _self_started == 0:
+                ray.shutdown()
 
 
 def _connect() -> bool:
-    """Connects this process to Ray if it is not yet; returns whether this call did."""
+    """Connects this process to Ray if it is not yet; returns whether it relies on our Ray.
+
+    That is the Ray this call starts, or the one an open pool of this module started.
+    """
     if ray.is_initialized():
-        return False
+        return _self_started > 0
     ray.init(log_to_driver=False, logging_level=logging.ERROR)
     return True
 
@@ -221,7 +276,15 @@ class _ActorGroups:
     """An actor's groups of envs, stepped as :class:`~.env_workers.EnvWorkers` steps its own."""
 
     def __init__(self, build: Callable[[], gym.Env[Any, Any]], sizes: list[int]) -> None:
-        envs = [[build() for _ in range(size)] for size in sizes]
+        envs: list[list[gym.Env[Any, Any]]] = []
+        try:
+            for size in sizes:
+                envs.append([])
+                for _ in range(size):
+                    envs[-1].append(build())
+        except BaseException:
+            close_envs([env for each in envs for env in each])
+            raise
         first = envs[0][0]
         self.spaces = (first.observation_space, first.action_space)
         obs_size = int(np.prod(first.observation_space.shape or ()))
@@ -422,8 +485,6 @@ def actor_layout(num_envs: int, actors: int | None, *, slow: bool) -> tuple[int,
         >>> actor_layout(2, 3, slow=False)
         (2, 2)
     """
-    from feedbackgym.baselines.env_workers import SLOW_ENV_WORKERS
-
     if not actors:
         actors = SLOW_ENV_WORKERS if slow else 2
     actors = min(actors, num_envs)

@@ -72,7 +72,7 @@ class RayVecEnv(VecEnv):
         >>> import gymnasium as gym, feedbackgym
         >>> make = lambda: gym.make("feedbackgym/OpsIncidentEasy-v0")
         >>> venv = RayVecEnv([make] * 4, actors=2)  # doctest: +SKIP
-        >>> venv.seed(0); obs = venv.reset()  # doctest: +SKIP
+        >>> _ = venv.seed(0); obs = venv.reset()  # doctest: +SKIP
         >>> _, rewards, dones, infos = venv.step(np.zeros(4, np.int64))  # doctest: +SKIP
         >>> rewards.shape, len(venv.nodes)  # doctest: +SKIP
         ((4,), 2)
@@ -142,14 +142,22 @@ class RayVecEnv(VecEnv):
     def _per_actor(
         self, method: str, indices: VecEnvIndices, *args: Any, **kwargs: Any
     ) -> list[Any]:
-        """Calls ``method(*args, indices=local, **kwargs)`` on the actors holding ``indices``."""
-        wanted = set(self._get_indices(indices))
+        """Calls ``method(*args, indices=local, **kwargs)`` on the actors holding ``indices``.
+
+        One result per index, in the order of ``indices`` (as ``SubprocVecEnv``).
+        """
+        order = list(self._get_indices(indices))
+        wanted = set(order)
         refs = []
         for a, rows in enumerate(self._rows):
-            local = [i - rows.start for i in range(rows.start, rows.stop) if i in wanted]
-            if local:
-                refs.append((a, self.actors.ask(a, method, *args, indices=local, **kwargs)))
-        return [r for a, ref in refs for r in (self.actors.get(a, ref) or [])]
+            mine = [i for i in range(rows.start, rows.stop) if i in wanted]
+            if mine:
+                local = [i - rows.start for i in mine]
+                refs.append((a, mine, self.actors.ask(a, method, *args, indices=local, **kwargs)))
+        results: dict[int, Any] = {}
+        for a, mine, ref in refs:
+            results.update(zip(mine, self.actors.get(a, ref) or [None] * len(mine), strict=True))
+        return [results[i] for i in order]
 
     def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
         """An attribute of each env in ``indices``."""

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from feedbackgym.baselines.arms import ArmFeedback, checked_keep_checkpoints, rounds_for
-from feedbackgym.baselines.env_workers import ENV_BACKENDS
+from feedbackgym.baselines.env_workers import check_env_backend
 from feedbackgym.baselines.rundir import drop_curve_rows_after, read_state, write_state
 from feedbackgym.baselines.trainers import DEFAULT_TRAINER, TRAINERS
 from feedbackgym.config import FeedbackConfig
@@ -152,12 +152,7 @@ class RunConfig(ArmFeedback):
             raise ValueError(f"env_workers must be >= 0, got {self.env_workers}")
         if self.trainer not in TRAINERS:
             raise ValueError(f"trainer must be one of {', '.join(TRAINERS)}, got {self.trainer!r}")
-        if self.env_backend not in ENV_BACKENDS:
-            raise ValueError(
-                f"env_backend must be one of {', '.join(ENV_BACKENDS)}, got {self.env_backend!r}"
-            )
-        if self.env_actor_cpus < 0:
-            raise ValueError(f"env_actor_cpus must be >= 0, got {self.env_actor_cpus}")
+        check_env_backend(self.env_backend, self.env_actor_cpus)
         if self.overlap_update and self.trainer != "torch":
             raise ValueError("overlap_update is the torch trainer's (trainer='torch')")
         self.arm_config(self.feedback)  # checks the arm and the overrides before the run starts

@@ -301,6 +301,27 @@ def test_env_actors_meet_the_trainer_interface_and_name_a_dead_one(cluster):
     assert _alive(names) == []
 
 
+def test_env_actors_asking_more_cpus_than_the_cluster_has_fail_at_once(cluster):
+    from feedbackgym.baselines.ray_envs import EnvActorError, EnvActors
+
+    total = ray.cluster_resources()["CPU"]
+    start = time.monotonic()
+    with pytest.raises(EnvActorError, match="CPUs asked"):
+        EnvActors([list, list], num_cpus=total, name="too-big")
+    assert time.monotonic() - start < 30
+    assert [a for a in ray.util.list_named_actors(all_namespaces=True) if "too-big" in str(a)] == []
+
+
+def test_env_actor_error_survives_pickling():
+    import pickle
+
+    from feedbackgym.baselines.ray_envs import EnvActorError
+
+    error = pickle.loads(pickle.dumps(EnvActorError("it died", "envs-ab-1", "node-7")))
+    assert isinstance(error, EnvActorError)
+    assert (str(error), error.actor, error.node) == ("it died", "envs-ab-1", "node-7")
+
+
 def test_a_run_lost_with_its_node_resumes_from_its_last_round(cluster, tmp_path):
     head_cluster, second = cluster
     config = _comparison(tmp_path, rounds=6)
