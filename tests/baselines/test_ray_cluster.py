@@ -326,6 +326,10 @@ def test_a_run_lost_with_its_node_resumes_from_its_last_round(cluster, tmp_path)
     head_cluster, second = cluster
     config = _comparison(tmp_path, rounds=6)
     done: dict = {}
+    deadline = time.monotonic() + 60  # actors of earlier tests release their CPUs lazily
+    while ray.available_resources().get("CPU", 0) < ray.cluster_resources().get("CPU", 0):
+        assert time.monotonic() < deadline, ray.available_resources()
+        time.sleep(0.2)
 
     def compare():
         try:
