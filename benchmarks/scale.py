@@ -11,7 +11,7 @@ figure printed is the ratio, whose goal is >= 1.7x. Both nodes are on this
 machine, so the ratio is only as good as its cores are free.
 
 Usage:
-    python benchmarks/scale.py [--arms sparse,shaping] [--seeds 2] [--steps 8192]
+    python benchmarks/scale.py [--arms sparse,shaping] [--seeds 2] [--steps 65536]
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--arms", default="sparse,shaping")
     parser.add_argument("--seeds", type=int, default=2)
-    parser.add_argument("--steps", type=int, default=8192, help="env steps per run")
+    parser.add_argument("--steps", type=int, default=65536, help="env steps per run")
     args = parser.parse_args()
     arms = args.arms.split(",")
     runs = len(arms) * args.seeds

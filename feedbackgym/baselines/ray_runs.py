@@ -26,7 +26,9 @@ import json
 import logging
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,6 +75,11 @@ class RayOptions:
             directly instead of shipping their files to the driver.
         max_retries: Times Ray reruns a run lost to a node or worker failure
             (from its last shipped round). A run's own error is not retried.
+        ship_every_s: Seconds a run trains between shipping its directory's
+            changes to ``--out`` (after a round; 0: after every round). Each
+            shipment carries the round's checkpoint and holds the run until the
+            head has it, so shipping every short round costs training time; a run
+            lost with its node loses at most this much training.
 
     Example:
         >>> run = RunConfig("feedbackgym/OpsIncidentEasy-v0", "sparse", 0, 1024, "runs/x",
@@ -89,8 +96,11 @@ class RayOptions:
     gpus_per_run: float | None = None
     shared: bool = False
     max_retries: int = 3
+    ship_every_s: float = 2.0
 
     def __post_init__(self) -> None:
+        if self.ship_every_s < 0:
+            raise ValueError(f"ship_every_s must be >= 0, got {self.ship_every_s}")
         if self.cpus_per_run is not None and self.cpus_per_run <= 0:
             raise ValueError(f"cpus_per_run must be positive, got {self.cpus_per_run}")
         if self.gpus_per_run is not None and self.gpus_per_run < 0:
@@ -141,8 +151,14 @@ class _Mailbox:
     async def begin(self, name: str, node: str) -> int:
         """Notes a run's start on ``node``; returns its attempt (0 the first time)."""
         attempts = self._attempts.setdefault(name, [])
-        attempts.append({"node": node, "resumed_after_round": None})
+        attempts.append(
+            {"node": node, "resumed_after_round": None, "started": time.time(), "ended": None}
+        )
         return len(attempts) - 1
+
+    async def end(self, name: str, attempt: int) -> None:
+        """Notes that an attempt of a run finished training (its CPUs are free)."""
+        self._attempts[name][attempt]["ended"] = time.time()
 
     async def put(self, name: str, attempt: int, changes: Changes | None, steps: int) -> None:
         """Takes a run's changes and steps done (a superseded attempt's are dropped)."""
@@ -176,17 +192,48 @@ class _Mailbox:
         return pending, dict(self._steps), requests
 
     async def attempts(self) -> dict[str, list[dict[str, Any]]]:
-        """Per run: each attempt's node and the round it resumed after."""
+        """Per run: each attempt's node, the round it resumed after, when it started and ended."""
         return self._attempts
 
 
-def _train_task(config_json: str, mailbox: Any, resume: bool, shared: bool) -> dict[str, Any]:
-    """One run on a cluster node (a Ray task); returns its final state."""
+def _train_task(
+    config_json: str, mailbox: Any, resume: bool, shared: bool, ship_every_s: float
+) -> dict[str, Any]:
+    """One run on a cluster node (a Ray task); returns its final state.
+
+    The run goes on a thread of its own. While a task's main thread waits in
+    ``ray.get`` (here on the mailbox each round, and on env actors each step),
+    Ray lends the task's CPUs back to the node and starts other runs on them, so
+    every run would start at once and share the cores each was promised alone;
+    waits on another thread keep them.
+    """
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="feedbackgym-run") as pool:
+        return pool.submit(_train_run, config_json, mailbox, resume, shared, ship_every_s).result()
+
+
+def _train_run(
+    config_json: str, mailbox: Any, resume: bool, shared: bool, ship_every_s: float
+) -> dict[str, Any]:
+    """The body of :func:`_train_task`: one attempt at the run, noted in the mailbox."""
     config = RunConfig.from_json(config_json)
     name = Path(config.out_dir).name
     node = ray.get_runtime_context().get_node_id()
     attempt = ray.get(mailbox.begin.remote(name, node))
-    resume = resume or attempt > 0
+    state = _train_attempt(config, mailbox, attempt, resume or attempt > 0, shared, ship_every_s)
+    ray.get(mailbox.end.remote(name, attempt))
+    return state
+
+
+def _train_attempt(
+    config: RunConfig,
+    mailbox: Any,
+    attempt: int,
+    resume: bool,
+    shared: bool,
+    ship_every_s: float,
+) -> dict[str, Any]:
+    """Trains the run, writing to ``--out`` (shared) or shipping its directory there."""
+    name = Path(config.out_dir).name
     if shared:
 
         def report(steps: int) -> None:
@@ -202,12 +249,19 @@ def _train_task(config_json: str, mailbox: Any, resume: bool, shared: bool) -> d
         watch = DirChanges(run_dir)
         watch.changes()  # what was restored, the driver has
 
-        def ship(steps: int) -> None:  # waits, so that a round reported is a round kept
+        last_shipped = time.monotonic()
+
+        def ship(steps: int, *, last: bool = False) -> None:
+            """Ships after a round, at most every ``ship_every_s``; waits till it is kept."""
+            nonlocal last_shipped
+            if not last and time.monotonic() - last_shipped < ship_every_s:
+                return
             ray.get(mailbox.put.remote(name, attempt, watch.changes(), steps))
+            last_shipped = time.monotonic()
 
         run = dataclasses.replace(config, out_dir=str(run_dir))
         state = train_logged(run, resume=resume, progress=ship)
-        ship(int(state.get("timesteps", 0)))
+        ship(int(state.get("timesteps", 0)), last=True)
         return state
     finally:
         shutil.rmtree(local, ignore_errors=True)
@@ -269,7 +323,7 @@ def run_on_ray(
                 max_retries=options.max_retries,
                 retry_exceptions=False,
                 name=f"feedbackgym-{name}",
-            ).remote(run.to_json(), mailbox, resume, options.shared): run
+            ).remote(run.to_json(), mailbox, resume, options.shared, options.ship_every_s): run
             for name, run in by_name.items()
         }
         for run in runs:
@@ -313,7 +367,7 @@ def _exchange(
 
 
 def _write_record(runs: list[RunConfig], attempts: dict[str, list[dict[str, Any]]]) -> None:
-    """``ray.json`` beside ``runs/``: per run, each attempt's node and resume point."""
+    """``ray.json`` beside ``runs/``: per run, each attempt's node, resume point and times."""
     if not runs:
         return
     out = Path(runs[0].out_dir).parent.parent

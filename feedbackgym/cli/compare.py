@@ -4,7 +4,7 @@ Usage::
 
     feedbackgym compare --env ID --arms A,B --seeds N --steps N [--jobs J] [--out DIR] [--quick]
         [--backend local|ray] [--address auto|ray://HOST:PORT] [--cpus-per-run N]
-        [--gpus-per-run N] [--shared-out]
+        [--gpus-per-run N] [--shared-out] [--ship-every SECONDS]
 
 :func:`_add_arguments` declares the flags and :func:`_comparison_config`
 turns them into a :class:`~feedbackgym.baselines.compare.ComparisonConfig`;
@@ -87,7 +87,14 @@ def _add_backend_arguments(compare: argparse.ArgumentParser) -> None:
         "--shared-out",
         action="store_true",
         help="--out is on a filesystem every node mounts: runs write there directly "
-        "(default: each run ships its files to --out after every round)",
+        "(default: each run ships its files to --out every --ship-every seconds)",
+    )
+    ray.add_argument(
+        "--ship-every",
+        type=float,
+        metavar="SECONDS",
+        help="seconds a run trains between shipping its files to --out, after a round "
+        "(0: every round; a run lost with its node loses at most this much; default 2)",
     )
 
 
@@ -103,11 +110,13 @@ def _ray_options(args: argparse.Namespace) -> RayOptions | None:
         "--cpus-per-run": args.cpus_per_run,
         "--gpus-per-run": args.gpus_per_run,
         "--shared-out": args.shared_out or None,
+        "--ship-every": args.ship_every,
     }
     if args.backend != "ray":
         given = [flag for flag, value in flags.items() if value is not None]
         if given:
-            raise CommandError(f"{', '.join(given)} need --backend ray")
+            verb = "needs" if len(given) == 1 else "need"
+            raise CommandError(f"{', '.join(given)} {verb} --backend ray")
         return None
     from feedbackgym.baselines.ray_runs import RayOptions
 
@@ -116,6 +125,7 @@ def _ray_options(args: argparse.Namespace) -> RayOptions | None:
         cpus_per_run=args.cpus_per_run,
         gpus_per_run=args.gpus_per_run,
         shared=args.shared_out,
+        **({} if args.ship_every is None else {"ship_every_s": args.ship_every}),
     )
 
 

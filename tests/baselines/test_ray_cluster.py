@@ -322,9 +322,20 @@ def test_env_actor_error_survives_pickling():
     assert (str(error), error.actor, error.node) == ("it died", "envs-ab-1", "node-7")
 
 
+def test_runs_never_outnumber_the_cluster_cpus(cluster, tmp_path):
+    # A task waiting in ray.get on its main thread lends Ray its CPU: runs must not.
+    run_comparison(_comparison(tmp_path, rounds=3, seeds=2), show_progress=False, ray=RayOptions())
+    record = json.loads((tmp_path / "ray.json").read_text())
+    spans = [(a["started"], a["ended"]) for run in record.values() for a in run["attempts"]]
+    assert len(spans) == 4
+    for started, _ in spans:
+        running = sum(begin <= started < end for begin, end in spans)
+        assert running <= ray.cluster_resources()["CPU"], spans
+
+
 def test_a_run_lost_with_its_node_resumes_from_its_last_round(cluster, tmp_path):
     head_cluster, second = cluster
-    config = _comparison(tmp_path, rounds=6)
+    config = _comparison(tmp_path, rounds=20)  # long enough to outlast the wait below
     done: dict = {}
     deadline = time.monotonic() + 60  # actors of earlier tests release their CPUs lazily
     while ray.available_resources().get("CPU", 0) < ray.cluster_resources().get("CPU", 0):
@@ -333,7 +344,9 @@ def test_a_run_lost_with_its_node_resumes_from_its_last_round(cluster, tmp_path)
 
     def compare():
         try:
-            done["rows"] = run_comparison(config, show_progress=False, ray=RayOptions())
+            done["rows"] = run_comparison(
+                config, show_progress=False, ray=RayOptions(ship_every_s=0)
+            )
         except BaseException as error:  # re-raised below
             done["error"] = error
 
@@ -351,7 +364,7 @@ def test_a_run_lost_with_its_node_resumes_from_its_last_round(cluster, tmp_path)
     assert len(done["rows"]) == 2
     record = json.loads((tmp_path / "ray.json").read_text())
     retried = [run for run in record.values() if len(run["attempts"]) > 1]
-    assert len(retried) == 1
+    assert len(retried) == 1, record
     assert retried[0]["attempts"][-1]["resumed_after_round"] >= 1
     for name, run in record.items():
         assert run["round"] == config.rounds - 1

@@ -1,5 +1,6 @@
 """``compare --backend ray``'s flags and resources, without a cluster."""
 
+import argparse
 import subprocess
 import sys
 
@@ -11,6 +12,21 @@ from feedbackgym.cli import main
 def test_ray_flags_need_the_ray_backend(capsys):
     assert main(["compare", "--quick", "--address", "auto", "--shared-out"]) == 2
     assert "--address, --shared-out need --backend ray" in capsys.readouterr().err
+
+
+def test_ship_every_reaches_the_ray_options_and_is_checked(capsys):
+    pytest.importorskip("ray")
+    from feedbackgym.cli.compare import _add_arguments, _ray_options
+
+    parser = argparse.ArgumentParser()
+    _add_arguments(parser)
+    args = parser.parse_args(["--backend", "ray", "--ship-every", "0"])
+    assert _ray_options(args).ship_every_s == 0
+    assert _ray_options(parser.parse_args(["--backend", "ray"])).ship_every_s == 2.0
+    assert main(["compare", "--quick", "--ship-every", "3"]) == 2
+    assert "--ship-every needs --backend ray" in capsys.readouterr().err
+    assert main(["compare", "--quick", "--backend", "ray", "--ship-every", "-1"]) == 2
+    assert "ship_every_s must be >= 0, got -1.0" in capsys.readouterr().err
 
 
 def test_without_ray_the_backend_names_the_extra():
