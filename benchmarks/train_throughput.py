@@ -163,6 +163,15 @@ def main() -> None:
                 )
                 for w in (1, 2)
             },
+            "torch trainer, overlapped update": lambda r: torch_rate(
+                args.steps, args.num_envs, None, **OVERLAP
+            ),
+            "torch trainer + recorder, overlapped": lambda r: torch_rate(
+                args.steps, args.num_envs, f"{tmp}/io-{r}", **OVERLAP
+            ),
+            "torch trainer + writer process, overlapped": lambda r: torch_rate(
+                args.steps, args.num_envs, f"{tmp}/ipo-{r}", "process", **OVERLAP
+            ),
             "torch, 1 env worker, overlapped update": lambda r: torch_rate(
                 args.steps, args.num_envs, None, workers=1, **OVERLAP
             ),
@@ -205,6 +214,8 @@ def main() -> None:
     pairs = [
         ("torch trainer", "torch trainer + recorder"),
         ("torch trainer", "torch trainer + writer process"),
+        ("torch trainer, overlapped update", "torch trainer + recorder, overlapped"),
+        ("torch trainer, overlapped update", "torch trainer + writer process, overlapped"),
         (overlapped, "torch, 1 env worker + recorder, overlapped"),
         (overlapped, "torch, 1 env worker + writer process, overlapped"),
     ]

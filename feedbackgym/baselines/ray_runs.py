@@ -3,8 +3,9 @@
 Each arm × seed run is one Ray task that asks for its resources
 (:meth:`RayOptions.resources`: a CPU for the learner, one more per env worker
 and for an overlapped update; GPUs if asked). A task trains in a temporary
-directory on its node and, after every round, ships what changed in it
-(:mod:`~feedbackgym.baselines.dir_sync`) to a mailbox actor on the head; the
+directory on its node and, after a round, at most every
+:attr:`RayOptions.ship_every_s` (and after its first and last round), ships what
+changed in it (:mod:`~feedbackgym.baselines.dir_sync`) to a mailbox actor on the head; the
 driver (the ``compare`` process, where ``--out`` is) takes the changes from
 the mailbox and keeps ``--out/runs/ARM-seedS`` in step, so run directories
 come back to ``--out`` even with ``ray://`` (the driver off the cluster). With
@@ -15,15 +16,18 @@ A task lost with its node (or its worker process) is retried by Ray on another
 node: it fetches its run directory as ``--out`` has it (rounds up to the last
 one shipped) and goes on from there with the runner's resume, as
 ``compare --resume`` would. ``--out/ray.json`` records, per run, the nodes it
-ran on and the round each retry resumed after.
+ran on, the round each retry resumed after and when each attempt started and
+ended.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import logging
+import math
 import shutil
 import tempfile
 import time
@@ -76,10 +80,11 @@ class RayOptions:
         max_retries: Times Ray reruns a run lost to a node or worker failure
             (from its last shipped round). A run's own error is not retried.
         ship_every_s: Seconds a run trains between shipping its directory's
-            changes to ``--out`` (after a round; 0: after every round). Each
+            changes to ``--out`` (after a round; 0: after every round; the first
+            and the last round, and a failed run's last state, always ship). Each
             shipment carries the round's checkpoint and holds the run until the
             head has it, so shipping every short round costs training time; a run
-            lost with its node loses at most this much training.
+            lost with its node loses about this much training plus a round.
 
     Example:
         >>> run = RunConfig("feedbackgym/OpsIncidentEasy-v0", "sparse", 0, 1024, "runs/x",
@@ -99,8 +104,8 @@ class RayOptions:
     ship_every_s: float = 2.0
 
     def __post_init__(self) -> None:
-        if self.ship_every_s < 0:
-            raise ValueError(f"ship_every_s must be >= 0, got {self.ship_every_s}")
+        if not (math.isfinite(self.ship_every_s) and self.ship_every_s >= 0):
+            raise ValueError(f"ship_every_s must be finite and >= 0, got {self.ship_every_s}")
         if self.cpus_per_run is not None and self.cpus_per_run <= 0:
             raise ValueError(f"cpus_per_run must be positive, got {self.cpus_per_run}")
         if self.gpus_per_run is not None and self.gpus_per_run < 0:
@@ -207,8 +212,11 @@ def _train_task(
     every run would start at once and share the cores each was promised alone;
     waits on another thread keep them.
     """
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="feedbackgym-run") as pool:
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="feedbackgym-run")
+    try:
         return pool.submit(_train_run, config_json, mailbox, resume, shared, ship_every_s).result()
+    finally:  # a cancelled task does not wait for the run's thread (it ends with the worker)
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _train_run(
@@ -219,9 +227,10 @@ def _train_run(
     name = Path(config.out_dir).name
     node = ray.get_runtime_context().get_node_id()
     attempt = ray.get(mailbox.begin.remote(name, node))
-    state = _train_attempt(config, mailbox, attempt, resume or attempt > 0, shared, ship_every_s)
-    ray.get(mailbox.end.remote(name, attempt))
-    return state
+    try:
+        return _train_attempt(config, mailbox, attempt, resume or attempt > 0, shared, ship_every_s)
+    finally:  # an attempt lost with its node has no end
+        ray.get(mailbox.end.remote(name, attempt))
 
 
 def _train_attempt(
@@ -249,22 +258,74 @@ def _train_attempt(
         watch = DirChanges(run_dir)
         watch.changes()  # what was restored, the driver has
 
-        last_shipped = time.monotonic()
+        def send(steps: int, ship: bool) -> None:
+            if ship:  # waits, so that a round shipped is a round kept
+                ray.get(mailbox.put.remote(name, attempt, watch.changes(), steps))
+            else:  # progress only: not waited for
+                mailbox.put.remote(name, attempt, None, steps)
 
-        def ship(steps: int, *, last: bool = False) -> None:
-            """Ships after a round, at most every ``ship_every_s``; waits till it is kept."""
-            nonlocal last_shipped
-            if not last and time.monotonic() - last_shipped < ship_every_s:
-                return
-            ray.get(mailbox.put.remote(name, attempt, watch.changes(), steps))
-            last_shipped = time.monotonic()
-
+        shipments = Shipments(send, ship_every_s)
         run = dataclasses.replace(config, out_dir=str(run_dir))
-        state = train_logged(run, resume=resume, progress=ship)
-        ship(int(state.get("timesteps", 0)), last=True)
+        try:
+            state = train_logged(run, resume=resume, progress=shipments.after_round)
+        except BaseException:
+            with contextlib.suppress(Exception):  # the run's own error is the one to see
+                shipments.last()
+            raise
+        shipments.last(int(state.get("timesteps", 0)))
         return state
     finally:
         shutil.rmtree(local, ignore_errors=True)
+
+
+class Shipments:
+    """When a run on a node ships its directory: after a round, at most every ``every_s``.
+
+    The first round always ships (a retry then resumes from this attempt's
+    start, not from what ``--out`` held before it), and so does the end
+    (:meth:`last`). Rounds in between only report their steps.
+
+    Args:
+        send: ``send(steps, ship)``: report the steps done, shipping the
+            directory's changes when ``ship``.
+        every_s: Seconds between shipments (0: every round).
+        clock: Seconds, monotonic.
+
+    Example:
+        >>> sent, now = [], [0.0]
+        >>> shipments = Shipments(lambda steps, ship: sent.append((steps, ship)), 2.0,
+        ...                       clock=lambda: now[0])
+        >>> for now[0], steps in [(0.5, 100), (1.0, 200), (2.6, 300), (3.0, 400)]:
+        ...     shipments.after_round(steps)
+        >>> shipments.last()
+        >>> sent
+        [(100, True), (200, False), (300, True), (400, False), (400, True)]
+    """
+
+    def __init__(
+        self,
+        send: Callable[[int, bool], None],
+        every_s: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._send = send
+        self._every_s = every_s
+        self._clock = clock
+        self._shipped_at: float | None = None
+        self._steps = 0
+
+    def after_round(self, steps: int) -> None:
+        """Reports a finished round's steps, shipping if it is time."""
+        self._steps = steps
+        now = self._clock()
+        ship = self._shipped_at is None or now - self._shipped_at >= self._every_s
+        self._send(steps, ship)
+        if ship:
+            self._shipped_at = self._clock()
+
+    def last(self, steps: int | None = None) -> None:
+        """Ships what is left (at the run's end, or after it failed)."""
+        self._send(self._steps if steps is None else steps, True)
 
 
 def _connect(address: str | None) -> bool:

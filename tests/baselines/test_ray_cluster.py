@@ -327,7 +327,7 @@ def test_runs_never_outnumber_the_cluster_cpus(cluster, tmp_path):
     run_comparison(_comparison(tmp_path, rounds=3, seeds=2), show_progress=False, ray=RayOptions())
     record = json.loads((tmp_path / "ray.json").read_text())
     spans = [(a["started"], a["ended"]) for run in record.values() for a in run["attempts"]]
-    assert len(spans) == 4
+    assert len(spans) == 4 and all(end is not None for _, end in spans)
     for started, _ in spans:
         running = sum(begin <= started < end for begin, end in spans)
         assert running <= ray.cluster_resources()["CPU"], spans

@@ -25,8 +25,29 @@ def test_ship_every_reaches_the_ray_options_and_is_checked(capsys):
     assert _ray_options(parser.parse_args(["--backend", "ray"])).ship_every_s == 2.0
     assert main(["compare", "--quick", "--ship-every", "3"]) == 2
     assert "--ship-every needs --backend ray" in capsys.readouterr().err
+    from feedbackgym.baselines.ray_runs import RayOptions
+
     assert main(["compare", "--quick", "--backend", "ray", "--ship-every", "-1"]) == 2
-    assert "ship_every_s must be >= 0, got -1.0" in capsys.readouterr().err
+    assert "ship_every_s must be finite and >= 0, got -1.0" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="ship_every_s"):
+        RayOptions(ship_every_s=float("nan"))
+
+
+def test_a_run_ships_its_first_round_then_every_few_seconds_and_at_its_end():
+    pytest.importorskip("ray")
+    from feedbackgym.baselines.ray_runs import Shipments
+
+    sent, now = [], [0.0]
+    shipments = Shipments(lambda steps, ship: sent.append((steps, ship)), 2.0, lambda: now[0])
+    for now[0], steps in [(10.0, 64), (11.0, 128), (11.9, 192), (12.0, 256), (13.0, 320)]:
+        shipments.after_round(steps)
+    shipments.last()
+    assert sent == [(64, True), (128, False), (192, False), (256, True), (320, False), (320, True)]
+    every_round = Shipments(lambda steps, ship: sent.append((steps, ship)), 0.0, lambda: 0.0)
+    sent.clear()
+    every_round.after_round(1)
+    every_round.after_round(2)
+    assert sent == [(1, True), (2, True)]
 
 
 def test_without_ray_the_backend_names_the_extra():
