@@ -62,6 +62,7 @@ __all__ = [
     "EnvWorkerError",
     "EnvWorkers",
     "StepBatch",
+    "check_layout",
     "split_groups",
     "steps_slowly",
     "worker_layout",
@@ -126,6 +127,26 @@ def worker_layout(env_id: str, num_envs: int, workers: int | None) -> tuple[int,
     if not workers:
         return 0, 1
     return workers, num_envs if slow else min(num_envs, 2 * workers)
+
+
+def check_layout(num_envs: int, groups: int, workers: int, *, fewest: int, kind: str) -> None:
+    """Checks that ``num_envs`` envs split into ``groups`` groups over ``workers`` of ``kind``.
+
+    Raises:
+        ValueError: Unless ``1 <= groups <= num_envs`` and ``fewest <= workers <= groups``.
+
+    Example:
+        >>> try:
+        ...     check_layout(4, 2, 3, fewest=1, kind="actors")
+        ... except ValueError as error:
+        ...     print(error)
+        need 1 <= groups <= envs and 1 <= actors <= groups, got 4 envs, 2 groups, 3 actors
+    """
+    if not num_envs or not 1 <= groups <= num_envs or not fewest <= workers <= groups:
+        raise ValueError(
+            f"need 1 <= groups <= envs and {fewest} <= {kind} <= groups, got {num_envs} "
+            f"envs, {groups} groups, {workers} {kind}"
+        )
 
 
 def split_groups(num_envs: int, groups: int) -> tuple[list[int], list[slice]]:
@@ -359,11 +380,7 @@ class EnvWorkers:
         groups: int = 1,
         processes: int = 0,
     ) -> None:
-        if not env_fns or not 1 <= groups <= len(env_fns) or not 0 <= processes <= groups:
-            raise ValueError(
-                f"need 1 <= groups <= envs and 0 <= processes <= groups, got {len(env_fns)} "
-                f"envs, {groups} groups, {processes} processes"
-            )
+        check_layout(len(env_fns), groups, processes, fewest=0, kind="processes")
         self.num_envs = len(env_fns)
         sizes, self.groups = split_groups(self.num_envs, groups)
         """Each group's rows among all envs."""

@@ -43,6 +43,7 @@ from feedbackgym.baselines.env_workers import (
     EnvWorkerError,
     StepBatch,
     _Group,
+    check_layout,
     close_envs,
     split_groups,
 )
@@ -362,11 +363,7 @@ class RayEnvWorkers:
         num_cpus: float = ENV_ACTOR_CPUS,
         strategy: Any = "SPREAD",
     ) -> None:
-        if not env_fns or not 1 <= groups <= len(env_fns) or not 1 <= actors <= groups:
-            raise ValueError(
-                f"need 1 <= groups <= envs and 1 <= actors <= groups, got {len(env_fns)} "
-                f"envs, {groups} groups, {actors} actors"
-            )
+        check_layout(len(env_fns), groups, actors, fewest=1, kind="actors")
         self.num_envs = len(env_fns)
         self._sizes, self.groups = split_groups(self.num_envs, groups)
         """Each group's rows among all envs."""
