@@ -94,7 +94,8 @@ def _add_backend_arguments(compare: argparse.ArgumentParser) -> None:
         type=float,
         metavar="SECONDS",
         help="seconds a run trains between shipping its files to --out, after a round "
-        "(0: every round; a run lost with its node loses at most this much; default 2)",
+        "(0: every round; a run lost with its node loses about this much and a round; "
+        "default 2)",
     )
 
 

@@ -16,6 +16,7 @@ def test_ray_flags_need_the_ray_backend(capsys):
 
 def test_ship_every_reaches_the_ray_options_and_is_checked(capsys):
     pytest.importorskip("ray")
+    from feedbackgym.baselines.ray_runs import RayOptions
     from feedbackgym.cli.compare import _add_arguments, _ray_options
 
     parser = argparse.ArgumentParser()
@@ -25,8 +26,6 @@ def test_ship_every_reaches_the_ray_options_and_is_checked(capsys):
     assert _ray_options(parser.parse_args(["--backend", "ray"])).ship_every_s == 2.0
     assert main(["compare", "--quick", "--ship-every", "3"]) == 2
     assert "--ship-every needs --backend ray" in capsys.readouterr().err
-    from feedbackgym.baselines.ray_runs import RayOptions
-
     assert main(["compare", "--quick", "--backend", "ray", "--ship-every", "-1"]) == 2
     assert "ship_every_s must be finite and >= 0, got -1.0" in capsys.readouterr().err
     with pytest.raises(ValueError, match="ship_every_s"):
