@@ -127,3 +127,21 @@ def test_no_review_credit_reaches_every_run_of_a_comparison_and_a_single_run(tmp
         ["train", "--no-review-credit", "--env", "x", "--arm", "review", "--steps", "1"]
     )
     assert train.review_credit is False
+
+
+def test_validation_flags_reach_every_run_and_override_the_quick_defaults(tmp_path):
+    from feedbackgym.cli import _parser
+    from feedbackgym.cli.compare import _comparison_config
+
+    base = ["compare", "--env", "feedbackgym/OpsIncidentEasy-v0", "--arms", "sparse,shaping"]
+    base += ["--seeds", "1", "--steps", "8192", "--out", str(tmp_path)]
+    flagged = _comparison_config(
+        _parser().parse_args([*base, "--eval-every", "3", "--eval-episodes", "5"])
+    )
+    assert {(run.eval_every, run.eval_episodes) for run in flagged.run_configs()} == {(3, 5)}
+    default = _comparison_config(_parser().parse_args(base)).run_configs()[0]
+    assert (default.eval_every, default.eval_episodes) == (1, 30)  # 8 rounds: about 15 a run
+    quick = ["compare", "--quick", "--out", str(tmp_path), "--eval-episodes", "4"]
+    assert _comparison_config(_parser().parse_args(quick)).eval_episodes == 4
+    with pytest.raises(SystemExit):
+        _parser().parse_args([*base, "--eval-episodes", "0"])

@@ -7,7 +7,7 @@ from typing import Any
 
 from feedbackgym.baselines.env_workers import ENV_BACKENDS
 from feedbackgym.baselines.trainers import DEFAULT_TRAINER, TRAINERS
-from feedbackgym.cli._helpers import fraction
+from feedbackgym.cli._helpers import fraction, positive_int
 from feedbackgym.config import ExploreConfig, RelianceConfig
 from feedbackgym.wrappers.shaping import TERMINAL_MODES
 
@@ -61,6 +61,20 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "collected with the weights before that update (one update stale)",
     )
     parser.add_argument("--bc-episodes", type=int, default=0, help="behaviour-cloning warm-up")
+    parser.add_argument(
+        "--eval-every",
+        type=positive_int,
+        metavar="ROUNDS",
+        help="rounds between validations (default: about 15 a run for compare, 4 for train; "
+        "a run's last round is always validated)",
+    )
+    parser.add_argument(
+        "--eval-episodes",
+        type=positive_int,
+        metavar="N",
+        help="held-out seeds each validation plays (default 30; 16 with --quick): fewer for "
+        "slow envs, whose validations can cost more steps than the training",
+    )
     parser.add_argument("--kwarg", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument(
         "--config",

@@ -145,6 +145,8 @@ def _comparison_config(args: argparse.Namespace) -> ComparisonConfig:
         "arms": args.arms.split(",") if args.arms else None,
         "seeds": args.seeds,
         "steps": args.steps,
+        "eval_every": args.eval_every,
+        "eval_episodes": args.eval_episodes,
     }
     settings.update({k: v for k, v in given.items() if v is not None})
     missing = [k for k in ("env_id", "arms", "seeds", "steps") if k not in settings]

@@ -66,7 +66,15 @@ def _cmd_train(args: argparse.Namespace) -> int:
         env_backend=args.env_backend,
         env_actor_cpus=args.env_actor_cpus,
         overlap_update=args.overlap_update,
-        **({} if args.keep_checkpoints is None else {"keep_checkpoints": args.keep_checkpoints}),
+        **{
+            name: value
+            for name, value in (
+                ("keep_checkpoints", args.keep_checkpoints),
+                ("eval_every", args.eval_every),
+                ("eval_episodes", args.eval_episodes),
+            )
+            if value is not None
+        },
     )
     state = train_run(config, resume=args.resume)
     summary = {key: state.get(key) for key in ("round", "timesteps", "best_success", "alerts")}
