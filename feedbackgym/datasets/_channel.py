@@ -11,6 +11,12 @@ Example:
     >>> write_all(w, reply(ACK, 7))
     >>> read_reply(os.fdopen(r, "rb", buffering=0))
     (65, 7, None)
+    >>> r, w = os.pipe()
+    >>> write_all(w, request("episode", 1) + request("flush", 2))
+    >>> os.close(w)
+    >>> requests = RequestReader(r)
+    >>> requests.next(), requests.next(), requests.next()
+    (('episode', 1), ('flush', 2), None)
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import os
 import pickle
 import struct
+import time
 from typing import IO, Any
 
 __all__ = [
@@ -26,9 +33,9 @@ __all__ = [
     "ERROR",
     "READY",
     "REPLY",
+    "RequestReader",
     "read_exact",
     "read_reply",
-    "read_request",
     "reply",
     "request",
     "write_all",
@@ -76,13 +83,67 @@ def read_exact(file: IO[bytes], size: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def read_request(file: IO[bytes]) -> tuple[Any, ...] | None:
-    """The next request, or ``None`` when the recorder is gone (end of the pipe)."""
-    head = read_exact(file, REQUEST.size)
-    if head is None:
-        return None
-    body = read_exact(file, REQUEST.unpack(head)[0])
-    return None if body is None else pickle.loads(body)
+class RequestReader:
+    """Requests off a pipe, read in batches.
+
+    Once the pipe has run dry after serving requests, the reader waits
+    ``pause_s`` before it reads again, so that a busy recorder's episodes come
+    in many to a wake-up of the writer rather than one each: each wake-up can
+    take the core from the recorder it serves. A recorder never waits on the
+    pause (its sends go to the pipe, up to the pipe's capacity); a flush or a
+    close is answered up to ``pause_s`` later.
+
+    Args:
+        fd: The pipe's read end (not closed by the reader).
+        pause_s: Seconds to wait before reading again after serving a batch.
+    """
+
+    _READ_BYTES = 1 << 20
+
+    def __init__(self, fd: int, pause_s: float = 0.0) -> None:
+        self.fd = fd
+        self.pause_s = pause_s
+        self._buffer = bytearray()
+        self._start = 0
+        self._served = False
+        self._ended = False
+
+    def next(self) -> tuple[Any, ...] | None:
+        """The next request, or ``None`` when the recorder is gone (the end of the pipe).
+
+        A frame torn off at the end counts as the end.
+        """
+        while True:
+            frame = self._frame()
+            if frame is not None:
+                self._served = True
+                return pickle.loads(frame)
+            if self._ended:
+                return None
+            self._fill()
+
+    def _frame(self) -> bytes | None:
+        """The next whole frame's body in the buffer, if it holds one (then consumed)."""
+        head_end = self._start + REQUEST.size
+        if len(self._buffer) < head_end:
+            return None
+        end = head_end + REQUEST.unpack_from(self._buffer, self._start)[0]
+        if len(self._buffer) < end:
+            return None
+        self._start = end
+        return bytes(self._buffer[head_end:end])
+
+    def _fill(self) -> None:
+        if self._served and self.pause_s:
+            time.sleep(self.pause_s)
+        self._served = False
+        del self._buffer[: self._start]  # the frames served
+        self._start = 0
+        data = os.read(self.fd, self._READ_BYTES)
+        if data:
+            self._buffer += data
+        else:
+            self._ended = True
 
 
 def read_reply(file: IO[bytes]) -> tuple[int, int, Any] | None:

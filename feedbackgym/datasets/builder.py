@@ -118,10 +118,13 @@ class EpisodeBuilder:
         state["_first_info"] = {FEEDBACK: {"phase": first.get("phase", "")}}
         last = self._last_info
         state["_last_info"] = {key: last[key] for key in (IS_SUCCESS, "outcome") if key in last}
+        columns = zip(*self._steps, strict=True) if self._steps else ((),) * 4
+        state["_steps"] = tuple(_scalars_as_array(column) for column in columns)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self._steps = list(zip(*state["_steps"], strict=True))
         self.packer = None  # type: ignore[assignment]
 
     def add(
@@ -371,3 +374,24 @@ def _subgoal_masks(
         [sum(bit[sid] for sid, done in p.items() if done) for p in progress], np.uint64
     )
     return ids, np.repeat(masks, np.diff([*starts, rows]))
+
+
+def _scalars_as_array(values: Sequence[Any]) -> Any:
+    """``values`` as one array when they are NumPy scalars of one type, else as they are.
+
+    An array pickles as its bytes; NumPy scalars pickle one by one at several
+    microseconds each (an episode's actions were most of a builder's pickle).
+    Iterating the array gives the same scalars back.
+
+    Example:
+        >>> _scalars_as_array((np.int64(3), np.int64(4)))
+        array([3, 4])
+        >>> _scalars_as_array((1, np.int64(4)))
+        (1, np.int64(4))
+    """
+    kind = type(values[0]) if values else None
+    if kind is None or not issubclass(kind, np.generic):
+        return values
+    if any(type(value) is not kind for value in values):
+        return values
+    return np.array(values)

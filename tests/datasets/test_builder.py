@@ -1,3 +1,6 @@
+import pickle
+
+import numpy as np
 import pytest
 
 from feedbackgym.datasets.builder import MAX_SUBGOALS, EpisodeBuilder
@@ -41,3 +44,30 @@ def test_more_subgoals_than_the_mask_holds_are_refused(changing):
     first = {"other": True} if changing else too_many
     with pytest.raises(ValueError, match="64-bit mask"):
         _episode([first, too_many])
+
+
+@pytest.mark.parametrize(
+    "actions",
+    [
+        [np.int32(3), np.int32(1), np.int32(2)],  # NumPy scalars of one type: sent as an array
+        [np.int64(3), 1, np.int64(2)],  # mixed: sent as they are
+        ["click 1", "click 2", "back"],
+        [],
+    ],
+)
+def test_a_pickled_builder_encodes_as_the_original_does(actions):
+    builder = EpisodeBuilder(
+        np.zeros(2, np.float32), {}, task_id="t", round="0", seed=4, start_time=0.0
+    )
+    for step, action in enumerate(actions):
+        done = step == len(actions) - 1
+        builder.add(action, np.full(2, step, np.float32), np.float32(0.5), done, False, {})
+    copy = pickle.loads(pickle.dumps(builder))
+    copy.packer = builder.packer  # a writer process gets the packer apart
+    assert copy._steps == builder._steps
+    assert [type(step[0]) for step in copy._steps] == [type(a) for a in actions]
+    if actions:
+        original, sent = builder.build(end_time=1.0), copy.build(end_time=1.0)
+        for name, column in original.columns.items():
+            assert sent.columns[name].dtype == column.dtype
+            np.testing.assert_array_equal(sent.columns[name], column)
