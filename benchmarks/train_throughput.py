@@ -12,7 +12,7 @@ the schedule), each measured in this process one after another, best of
   process or stepped by one worker process (``--env-workers 1``) while the
   learner acts, each without and with every episode recorded to an HDF5 store;
   and with the update a ``compare --trainer torch`` run makes (SB3's 10 epochs
-  of 256 samples, one thread);
+  of 256 samples, one thread), also recorded;
 * the same with the update overlapped (``--overlap-update``): each round trains
   in an update worker process while the next is collected, one update stale;
 * each recorded setup also with ``TrajectoryStore(path, writer="process")``
@@ -148,6 +148,12 @@ def main() -> None:
             "torch trainer, compare's update": lambda r: torch_rate(
                 args.steps, args.num_envs, None, **COMPARE_UPDATE
             ),
+            "compare's update + recorder": lambda r: torch_rate(
+                args.steps, args.num_envs, f"{tmp}/cu{r}", **COMPARE_UPDATE
+            ),
+            "compare's update + writer process": lambda r: torch_rate(
+                args.steps, args.num_envs, f"{tmp}/cp{r}", "process", **COMPARE_UPDATE
+            ),
             "torch trainer + recorder": lambda r: torch_rate(
                 args.steps, args.num_envs, f"{tmp}/store{r}"
             ),
@@ -214,6 +220,8 @@ def main() -> None:
     pairs = [
         ("torch trainer", "torch trainer + recorder"),
         ("torch trainer", "torch trainer + writer process"),
+        ("torch trainer, compare's update", "compare's update + recorder"),
+        ("torch trainer, compare's update", "compare's update + writer process"),
         ("torch trainer, overlapped update", "torch trainer + recorder, overlapped"),
         ("torch trainer, overlapped update", "torch trainer + writer process, overlapped"),
         (overlapped, "torch, 1 env worker + recorder, overlapped"),
