@@ -140,8 +140,9 @@ def test_validation_flags_reach_every_run_and_override_the_quick_defaults(tmp_pa
     )
     assert {(run.eval_every, run.eval_episodes) for run in flagged.run_configs()} == {(3, 5)}
     default = _comparison_config(_parser().parse_args(base)).run_configs()[0]
-    assert (default.eval_every, default.eval_episodes) == (1, 30)  # 8 rounds: about 15 a run
+    assert (default.eval_every, default.eval_episodes) == (1, 30)  # 8 rounds < 15: every one
     quick = ["compare", "--quick", "--out", str(tmp_path), "--eval-episodes", "4"]
-    assert _comparison_config(_parser().parse_args(quick)).eval_episodes == 4
+    quick_runs = _comparison_config(_parser().parse_args([*quick, "--eval-every", "7"]))
+    assert {(run.eval_every, run.eval_episodes) for run in quick_runs.run_configs()} == {(7, 4)}
     with pytest.raises(SystemExit):
         _parser().parse_args([*base, "--eval-episodes", "0"])

@@ -30,6 +30,10 @@ def test_readme_opens_with_exactly_two_setup_commands():
         assert (ROOT / script).exists(), script
 
 
+def test_readme_stays_short_enough_to_read_at_once():
+    assert len(README.splitlines()) <= 200  # the rest belongs in docs/
+
+
 def test_ci_runs_the_readme_test_command_and_nothing_else():
     tests_command = _blocks("bash")[1].strip()
     ci_lines = [

@@ -72,8 +72,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "--eval-episodes",
         type=positive_int,
         metavar="N",
-        help="held-out seeds each validation plays (default 30; 16 with --quick): fewer for "
-        "slow envs, whose validations can cost more steps than the training",
+        help="held-out seeds each validation plays (default 30; 16 with compare --quick): "
+        "fewer for slow envs, whose validations can cost more steps than the training",
     )
     parser.add_argument("--kwarg", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument(

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import select
 import struct
 import time
 from typing import IO, Any
@@ -89,9 +90,9 @@ class RequestReader:
     Once the pipe has run dry after serving requests, the reader waits
     ``pause_s`` before it reads again, so that a busy recorder's episodes come
     in many to a wake-up of the writer rather than one each: each wake-up can
-    take the core from the recorder it serves. A recorder never waits on the
-    pause (its sends go to the pipe, up to the pipe's capacity); a flush or a
-    close is answered up to ``pause_s`` later.
+    take the core from the recorder it serves. While the pipe holds data there
+    is no pause, so a recorder waits on one only if it fills the pipe within
+    it; a flush or a close is answered up to ``pause_s`` later.
 
     Args:
         fd: The pipe's read end (not closed by the reader).
@@ -122,7 +123,7 @@ class RequestReader:
                 return None
             self._fill()
 
-    def _frame(self) -> bytes | None:
+    def _frame(self) -> bytearray | None:
         """The next whole frame's body in the buffer, if it holds one (then consumed)."""
         head_end = self._start + REQUEST.size
         if len(self._buffer) < head_end:
@@ -131,10 +132,10 @@ class RequestReader:
         if len(self._buffer) < end:
             return None
         self._start = end
-        return bytes(self._buffer[head_end:end])
+        return self._buffer[head_end:end]
 
     def _fill(self) -> None:
-        if self._served and self.pause_s:
+        if self._served and self.pause_s and not select.select([self.fd], [], [], 0)[0]:
             time.sleep(self.pause_s)
         self._served = False
         del self._buffer[: self._start]  # the frames served

@@ -376,21 +376,25 @@ def _subgoal_masks(
     return ids, np.repeat(masks, np.diff([*starts, rows]))
 
 
-def _scalars_as_array(values: Sequence[Any]) -> Any:
-    """``values`` as one array when they are NumPy scalars of one type, else as they are.
+def _scalars_as_array(values: Sequence[Any]) -> np.ndarray | Sequence[Any]:
+    """``values`` as one array when they are NumPy numbers or bools of one type, else as they are.
 
     An array pickles as its bytes; NumPy scalars pickle one by one at several
     microseconds each (an episode's actions were most of a builder's pickle).
-    Iterating the array gives the same scalars back.
+    Iterating the array gives the same scalars back. Text, bytes, dates and
+    structured scalars stay as they are (an array would drop trailing NULs or
+    unify units).
 
     Example:
         >>> _scalars_as_array((np.int64(3), np.int64(4)))
         array([3, 4])
         >>> _scalars_as_array((1, np.int64(4)))
         (1, np.int64(4))
+        >>> _scalars_as_array((np.str_("a"), np.str_("b")))
+        (np.str_('a'), np.str_('b'))
     """
     kind = type(values[0]) if values else None
-    if kind is None or not issubclass(kind, np.generic):
+    if kind is None or not issubclass(kind, (np.number, np.bool_)):
         return values
     if any(type(value) is not kind for value in values):
         return values

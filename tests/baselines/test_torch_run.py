@@ -162,9 +162,13 @@ def test_the_train_command_runs_the_torch_trainer(tmp_path):
     out = tmp_path / "cli"
     args = ["train", "--env", "feedbackgym/OpsIncidentEasy-v0", "--steps", "1024"]
     args += ["--trainer", "torch", "--device", "cpu", "--env-workers", "1", "--overlap-update"]
-    args += ["--out", str(out), "--gamma", "0.95", "--eval-episodes", "3", "--eval-every", "2"]
+    args += ["--out", str(out), "--gamma", "0.95"]
+    validation = ["--eval-episodes", "3", "--eval-every", "2"]
     result = subprocess.run(
-        [sys.executable, "-m", "feedbackgym", *args], capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "feedbackgym", *args, *validation],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout.splitlines()[0])["timesteps"] == 1024
@@ -172,7 +176,7 @@ def test_the_train_command_runs_the_torch_trainer(tmp_path):
     assert saved.arm_config(saved.feedback).shaping.gamma == 0.95 and saved.env_workers == 1
     assert saved.overlap_update and (saved.eval_episodes, saved.eval_every) == (3, 2)
     refused = subprocess.run(
-        [sys.executable, "-m", "feedbackgym", *args[:-6], "--device", "cuda:7"],
+        [sys.executable, "-m", "feedbackgym", *args[:-2], "--device", "cuda:7"],
         capture_output=True,
         text=True,
         timeout=300,

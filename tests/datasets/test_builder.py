@@ -52,6 +52,8 @@ def test_more_subgoals_than_the_mask_holds_are_refused(changing):
         [np.int32(3), np.int32(1), np.int32(2)],  # NumPy scalars of one type: sent as an array
         [np.int64(3), 1, np.int64(2)],  # mixed: sent as they are
         ["click 1", "click 2", "back"],
+        [np.str_("click 1"), np.str_("back")],  # text goes as it is, not as an array
+        [np.bool_(True), np.bool_(False)],
         [],
     ],
 )
@@ -61,7 +63,8 @@ def test_a_pickled_builder_encodes_as_the_original_does(actions):
     )
     for step, action in enumerate(actions):
         done = step == len(actions) - 1
-        builder.add(action, np.full(2, step, np.float32), np.float32(0.5), done, False, {})
+        reward, ended = np.float64(step / 2), np.bool_(done)  # NumPy scalars in every column
+        builder.add(action, np.full(2, step, np.float32), reward, ended, False, {})
     copy = pickle.loads(pickle.dumps(builder))
     copy.packer = builder.packer  # a writer process gets the packer apart
     assert copy._steps == builder._steps

@@ -62,3 +62,37 @@ def test_an_episode_that_cannot_be_pickled_is_refused_at_once(store_path):
     _record(recorder, 0, seed=2)
     store.close()
     assert [m.seed for m in TrajectoryStore(store_path).episodes()] == [2]
+
+
+def test_the_writer_reads_requests_in_batches_pausing_only_when_the_pipe_is_dry(monkeypatch):
+    import os
+    import threading
+
+    from feedbackgym.datasets import _channel
+    from feedbackgym.datasets._channel import RequestReader, request, write_all
+
+    pauses = []
+    monkeypatch.setattr(_channel.time, "sleep", pauses.append)
+    big = request("episode", 1, np.arange(300_000))  # over one read (1 MiB): split across reads
+    small = [request("episode", seq) for seq in (2, 3)]
+    torn = request("close", 4)[:-3]
+    read_fd, write_fd = os.pipe()
+    writer = threading.Thread(target=write_all, args=(write_fd, big + b"".join(small)))
+    writer.start()
+    reader = RequestReader(read_fd, pause_s=0.02)
+    first = reader.next()
+    assert first[:2] == ("episode", 1) and (first[2] == np.arange(300_000)).all()
+    writer.join()
+    assert [reader.next()[1] for _ in small] == [2, 3]
+    assert pauses == []  # the pipe never ran dry while there were requests to serve
+
+    def end_torn():
+        write_all(write_fd, torn)
+        os.close(write_fd)
+
+    ender = threading.Timer(0.2, end_torn)  # the pipe is empty until then
+    ender.start()
+    assert reader.next() is None  # a torn frame at the end is the end
+    ender.join()
+    assert pauses == [0.02]  # one pause: after serving, with the pipe empty
+    os.close(read_fd)
