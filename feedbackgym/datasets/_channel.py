@@ -123,6 +123,14 @@ class RequestReader:
                 return None
             self._fill()
 
+    def answered(self) -> None:
+        """Says the last request was one its sender waits on: the next read comes at once.
+
+        A recorder's flush waits for its answer and may send another request right
+        after it (every env of a trainer flushes the store it shares as it closes).
+        """
+        self._served = False
+
     def _frame(self) -> bytearray | None:
         """The next whole frame's body in the buffer, if it holds one (then consumed)."""
         head_end = self._start + REQUEST.size

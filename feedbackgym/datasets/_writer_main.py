@@ -100,6 +100,7 @@ def serve(requests: RequestReader, replies: _Replies) -> None:
                 replies.send(DONE, seq, ("StoreError", str(error)))
             else:
                 replies.send(DONE, seq)
+            requests.answered()
 
 
 def _open(directory: Path, options: WriterOptions) -> tuple[ShardWriter | None, str]:

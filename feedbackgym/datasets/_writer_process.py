@@ -82,6 +82,8 @@ class WriterProcess:
         self._packers: dict[int, Any] = {}
         self._errors: list[tuple[str, str]] = []
         self._restarts = 0
+        self._unflushed = False
+        """Whether an episode was sent since the last flush (else a flush has nothing to do)."""
         self.ready = False
         """Whether the current writer process has opened the store (it says so once)."""
         self._process: subprocess.Popen[bytes] | None = None
@@ -117,6 +119,7 @@ class WriterProcess:
                 ) from error
             self._seq += 1
             self._unacked[self._seq] = frame
+            self._unflushed = True
             self._send(frame)
             self._read_replies(wait_for=None)
             self._raise_errors()
@@ -124,12 +127,21 @@ class WriterProcess:
     def flush(self) -> None:
         """Blocks until every episode sent is in a sealed segment.
 
+        With no episode sent since the last flush there is nothing to seal, and
+        no round trip to the writer (the envs of a trainer that share a store
+        each flush it as they close).
+
         Raises:
             StoreError: As for :meth:`submit`, or sealing failed.
             ValueError: As for :meth:`submit`.
         """
         with self._lock:
+            if not self._unflushed:
+                self._read_replies(wait_for=None)
+                self._raise_errors()
+                return
             self._call("flush")
+            self._unflushed = False
 
     def close(self) -> None:
         """Seals everything and stops the writer process.

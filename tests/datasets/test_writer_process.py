@@ -96,3 +96,48 @@ def test_the_writer_reads_requests_in_batches_pausing_only_when_the_pipe_is_dry(
     ender.join()
     assert pauses == [0.02]  # one pause: after serving, with the pipe empty
     os.close(read_fd)
+
+
+def test_a_flush_with_nothing_new_sent_costs_no_round_trip(store_path, monkeypatch):
+    from feedbackgym.datasets import _writer_process
+
+    with TrajectoryStore(store_path, writer="process") as store:
+        recorder = EpisodeRecorder(store, "task")
+        _record(recorder, np.zeros(2, np.float32), seed=1)
+        writer = store._get_process()
+        sent = []
+        send = writer._send
+        monkeypatch.setattr(writer, "_send", lambda frame: sent.append(frame) or send(frame))
+        store.flush()
+        store.flush()  # nothing new: answered here
+        assert len(sent) == 1
+        _record(recorder, np.zeros(2, np.float32), seed=2)
+        store.flush()
+        assert len(sent) == 3  # the episode and its flush
+        assert isinstance(writer, _writer_process.WriterProcess)
+    with TrajectoryStore(store_path) as store:
+        assert sorted(e.meta.seed for e in store.iter_episodes()) == [1, 2]
+
+
+def test_the_writer_reads_at_once_after_answering_a_request_its_sender_waits_on(monkeypatch):
+    import os
+    import threading
+
+    from feedbackgym.datasets import _channel
+    from feedbackgym.datasets._channel import RequestReader, request, write_all
+
+    pauses = []
+    monkeypatch.setattr(_channel.time, "sleep", pauses.append)
+    read_fd, write_fd = os.pipe()
+    write_all(write_fd, request("flush", 1))
+    reader = RequestReader(read_fd, pause_s=0.02)
+    assert reader.next() == ("flush", 1)
+    reader.answered()
+    later = threading.Timer(
+        0.1, lambda: (write_all(write_fd, request("flush", 2)), os.close(write_fd))
+    )
+    later.start()
+    assert reader.next() == ("flush", 2)  # read as soon as it came: no pause
+    later.join()
+    assert reader.next() is None and pauses == []
+    os.close(read_fd)
