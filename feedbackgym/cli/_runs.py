@@ -11,7 +11,7 @@ from feedbackgym.cli._helpers import fraction, positive_int
 from feedbackgym.config import ExploreConfig, RelianceConfig
 from feedbackgym.wrappers.shaping import TERMINAL_MODES
 
-__all__ = ["add_run_arguments", "feedback_overrides"]
+__all__ = ["add_run_arguments", "feedback_overrides", "given_run_settings"]
 
 _RELIANCE = RelianceConfig()
 """The reliance rule's defaults live in the config, for the help text."""
@@ -149,6 +149,23 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         help="treat episodes cut off by the time limit as ended, not bootstrapped (default: "
         "bootstrapped, SB3's way)",
     )
+
+
+def given_run_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The run settings whose flags were given (the others keep the config's defaults).
+
+    Example:
+        >>> parser = argparse.ArgumentParser()
+        >>> add_run_arguments(parser)
+        >>> given_run_settings(parser.parse_args(["--eval-episodes", "5"]))
+        {'eval_episodes': 5}
+    """
+    flags = {
+        "keep_checkpoints": args.keep_checkpoints,
+        "eval_every": args.eval_every,
+        "eval_episodes": args.eval_episodes,
+    }
+    return {name: value for name, value in flags.items() if value is not None}
 
 
 def feedback_overrides(args: argparse.Namespace) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from feedbackgym.cli._helpers import CommandError, make_env, parse_kwargs, positive_int
-from feedbackgym.cli._runs import add_run_arguments, feedback_overrides
+from feedbackgym.cli._runs import add_run_arguments, feedback_overrides, given_run_settings
 from feedbackgym.schedules import ARMS
 
 if TYPE_CHECKING:
@@ -145,10 +145,9 @@ def _comparison_config(args: argparse.Namespace) -> ComparisonConfig:
         "arms": args.arms.split(",") if args.arms else None,
         "seeds": args.seeds,
         "steps": args.steps,
-        "eval_every": args.eval_every,
-        "eval_episodes": args.eval_episodes,
     }
     settings.update({k: v for k, v in given.items() if v is not None})
+    settings.update(given_run_settings(args))  # over --quick's too
     missing = [k for k in ("env_id", "arms", "seeds", "steps") if k not in settings]
     if missing:
         raise CommandError(f"give --{' --'.join(missing).replace('env_id', 'env')} or --quick")
@@ -171,7 +170,6 @@ def _comparison_config(args: argparse.Namespace) -> ComparisonConfig:
         env_actor_cpus=args.env_actor_cpus,
         overlap_update=args.overlap_update,
         **settings,
-        **({} if args.keep_checkpoints is None else {"keep_checkpoints": args.keep_checkpoints}),
     )
 
 

@@ -16,7 +16,7 @@ import json
 from typing import Any
 
 from feedbackgym.cli._helpers import make_env, parse_kwargs, positive_int
-from feedbackgym.cli._runs import add_run_arguments, feedback_overrides
+from feedbackgym.cli._runs import add_run_arguments, feedback_overrides, given_run_settings
 from feedbackgym.schedules import ARMS
 
 __all__ = ["add_commands"]
@@ -66,15 +66,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         env_backend=args.env_backend,
         env_actor_cpus=args.env_actor_cpus,
         overlap_update=args.overlap_update,
-        **{
-            name: value
-            for name, value in (
-                ("keep_checkpoints", args.keep_checkpoints),
-                ("eval_every", args.eval_every),
-                ("eval_episodes", args.eval_episodes),
-            )
-            if value is not None
-        },
+        **given_run_settings(args),
     )
     state = train_run(config, resume=args.resume)
     summary = {key: state.get(key) for key in ("round", "timesteps", "best_success", "alerts")}
