@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from feedbackgym.datasets.columns import Schema, column_rows, row_count
+from feedbackgym.datasets.columns import Schema, column_rows, row_count, with_neutral
 from feedbackgym.datasets.episode import Episode, EpisodeMeta
 
 __all__ = [
@@ -35,6 +35,7 @@ __all__ = [
     "decode_encoded",
     "decode_episode",
     "encode_episode",
+    "join_encoded",
     "record_body",
     "text_pieces",
 ]
@@ -200,6 +201,57 @@ def concat_encoded(episodes: Sequence[EncodedEpisode]) -> dict[str, np.ndarray]:
             columns[name][:] = texts
         else:
             columns[name] = _gather_rows(data, starts[:, index], count, row_size, dtype, shape)
+    return columns
+
+
+def join_encoded(episodes: Sequence[EncodedEpisode]) -> dict[str, np.ndarray]:
+    """The columns of compatible episodes (at least one), joined from their bytes in their order.
+
+    Unlike :func:`concat_encoded` the schemas may differ as
+    :func:`~.columns.compatible` allows (an episode without feedback events
+    or shaping leaves those columns out): each schema's episodes are joined
+    with :func:`concat_encoded`, their absent :data:`~.columns.NEUTRAL`
+    columns filled in, and every column's rows put back in episode order. A
+    sealed segment thus costs a few array operations per schema, not a decode
+    per episode.
+
+    Raises:
+        ValueError: As for :func:`concat_encoded`, or an episode with rows of a
+            column that episodes of another schema lack.
+    """
+    by_schema: dict[Schema, list[int]] = {}
+    for index, episode in enumerate(episodes):
+        by_schema.setdefault(episode.schema, []).append(index)
+    lengths = np.array([e.meta.length for e in episodes], np.int64)
+    if len(by_schema) == 1:
+        return with_neutral(concat_encoded(episodes), int(lengths.sum()), len(episodes))
+    counts = {
+        "observation": lengths + 1,
+        "step": lengths,
+        "event": np.array([e.events for e in episodes], np.int64),
+    }
+    starts = {family: np.cumsum(count) - count for family, count in counts.items()}
+    parts = []
+    for members in by_schema.values():
+        index = np.array(members)
+        joined = concat_encoded([episodes[i] for i in members])
+        parts.append((index, with_neutral(joined, int(lengths[index].sum()), len(members))))
+    columns: dict[str, np.ndarray] = {}
+    for name in dict.fromkeys(name for _, joined in parts for name in joined):
+        family = column_rows(name)
+        pieces = [(index, joined[name]) for index, joined in parts if name in joined]
+        total = int(counts[family].sum())
+        if sum(len(column) for _, column in pieces) != total:
+            raise ValueError(f"some episodes have rows of column {name!r} and others lack it")
+        out = np.empty(
+            (total, *pieces[0][1].shape[1:]),
+            np.result_type(*(column.dtype for _, column in pieces)),
+        )
+        for index, column in pieces:
+            count = counts[family][index]
+            before = np.cumsum(count) - count  # where each episode's rows start in ``column``
+            out[np.repeat(starts[family][index] - before, count) + np.arange(len(column))] = column
+        columns[name] = out
     return columns
 
 

@@ -21,10 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from feedbackgym.datasets._codec import EncodedEpisode, concat_encoded, decode_encoded
+from feedbackgym.datasets._codec import EncodedEpisode, decode_encoded, join_encoded
 from feedbackgym.datasets._hdf5 import h5py
 from feedbackgym.datasets._wal import fsync_directory
-from feedbackgym.datasets.columns import column_rows, compatible, with_neutral
+from feedbackgym.datasets.columns import column_rows, compatible
 from feedbackgym.datasets.episode import Episode, EpisodeMeta, concat_columns
 
 __all__ = [
@@ -210,10 +210,8 @@ def _write_group(
 
 def _concat(episodes: list[Episode | EncodedEpisode]) -> dict[str, np.ndarray]:
     """The columns of compatible episodes, concatenated (from the bytes, when all are encoded)."""
-    schema = episodes[0].schema
-    if all(isinstance(e, EncodedEpisode) and e.schema == schema for e in episodes):
-        columns = concat_encoded(episodes)  # type: ignore[arg-type]
-        return with_neutral(columns, sum(e.meta.length for e in episodes), len(episodes))
+    if all(isinstance(e, EncodedEpisode) for e in episodes):
+        return join_encoded(episodes)  # type: ignore[arg-type]
     return concat_columns(
         [decode_encoded(e) if isinstance(e, EncodedEpisode) else e for e in episodes]
     )

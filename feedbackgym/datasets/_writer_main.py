@@ -11,7 +11,8 @@ acknowledgement: from then on the episode survives this process's death).
 At the end of stdin, which is also what the recorder's death looks like
 (``kill -9`` included), every episode still in the pipe is logged, the shard
 sealed, and the process exits. ``SIGINT`` is ignored, so a Ctrl-C in the
-terminal stops the recorder, not the writer that drains after it.
+terminal stops the recorder, not the writer that drains after it. The process
+runs at the idle scheduling priority (see :func:`_yield_cpu`).
 """
 
 from __future__ import annotations
@@ -124,9 +125,24 @@ def _close(writer: ShardWriter | None) -> tuple[str, str] | None:
     return None
 
 
+def _yield_cpu() -> None:
+    """Runs this process only on CPU time no other process wants (``SCHED_IDLE``, else nice 19).
+
+    A trainer's update runs on every core; a writer that took one of them for
+    a scheduler slice would hold the whole update up. Idle, the writer gets a
+    core only while the trainer leaves it free (collecting, or waiting on a
+    full pipe), so nothing is dropped and the trainer is not slowed.
+    """
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    except (AttributeError, OSError):  # not Linux
+        os.nice(19)
+
+
 def main() -> None:
     """Serves the recorder on stdin/stdout; stray prints go to stderr."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _yield_cpu()
     reply_fd = os.dup(1)
     os.dup2(2, 1)
     logging.basicConfig(level=logging.WARNING)

@@ -92,8 +92,12 @@ class EpisodeBuilder:
         (``None`` where the info had none)."""
         self._last_progress: Any = _UNSEEN
         self._feedback: list[tuple[Any, ...]] = []
-        """For every observation whose info had ``"feedback"``: ``(row, guide, review, phase,
-        guide weight, review weight)``, or ``(row,)`` where it was ``None``."""
+        """Where the feedback changed: ``(row, guide, review, phase, guide weight, review
+        weight)`` at an observation with a hint or a review, or whose schedule (phase and
+        weights) differs from the observation before; ``(row,)`` where the info's
+        ``"feedback"`` became absent or ``None``. A schedule holds until the next entry."""
+        self._schedule: tuple[Any, ...] | None = None
+        """The schedule of the last entry of ``_feedback`` (``None``: no feedback)."""
         self._extra_rewards: list[tuple[int, Any, Any]] = []
         """``(step, env reward, shaping reward)`` for steps whose info gave either."""
         self._first_info = info
@@ -111,6 +115,9 @@ class EpisodeBuilder:
         """What :meth:`encode` reads, for a writer process, without the packer (sent apart).
 
         Of the infos only the recorded keys go; the receiver sets :attr:`packer`.
+        Packed observation rows go as one block of bytes and NumPy step columns
+        as their bytes: pickle handles a few large objects much faster than many
+        small ones (a builder is pickled on the recording thread).
         """
         state = self.__dict__.copy()
         del state["_pack"], state["packer"]
@@ -119,12 +126,19 @@ class EpisodeBuilder:
         last = self._last_info
         state["_last_info"] = {key: last[key] for key in (IS_SUCCESS, "outcome") if key in last}
         columns = zip(*self._steps, strict=True) if self._steps else ((),) * 4
-        state["_steps"] = tuple(_scalars_as_array(column) for column in columns)
+        state["_steps"] = tuple(_step_column_state(column) for column in columns)
+        rows = self._observations
+        if all(data is not None for data, _ in rows):
+            block = b"".join([data for data, _ in rows])  # one bytes object, not one a row
+            state["_observations"] = (self.packer.row_size, block, [k for _, k in rows])
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._steps = list(zip(*state["_steps"], strict=True))
+        self._steps = list(zip(*(_step_column(column) for column in state["_steps"]), strict=True))
+        if isinstance(self._observations, tuple):  # (row size, block, kept leaves)
+            size, block, kept = self._observations
+            self._observations = [(block[i * size : (i + 1) * size], k) for i, k in enumerate(kept)]
         self.packer = None  # type: ignore[assignment]
 
     def add(
@@ -155,22 +169,18 @@ class EpisodeBuilder:
         if progress != self._last_progress:
             self._last_progress = progress
             self._progress.append((row, None if progress is None else dict(progress)))
-        if FEEDBACK in info:
-            value = info[FEEDBACK]
-            if value is None:
+        value = info.get(FEEDBACK)
+        if value is None:
+            if self._schedule is not None:
                 self._feedback.append((row,))
-            else:
-                get = value.get
-                self._feedback.append(
-                    (
-                        row,
-                        get("guide"),
-                        get("review"),
-                        get("phase", ""),
-                        get("guide_weight", _NAN),
-                        get("review_weight", _NAN),
-                    )
-                )
+                self._schedule = None
+            return
+        get = value.get
+        guide, review = get("guide"), get("review")
+        schedule = (get("phase", ""), get("guide_weight", _NAN), get("review_weight", _NAN))
+        if guide or review or schedule != self._schedule:  # absent feedback is None or {}
+            self._feedback.append((row, guide, review, *schedule))
+            self._schedule = schedule
 
     def build(
         self,
@@ -321,6 +331,7 @@ class _RecordColumns:
 
 def _feedback_columns(feedback: list[tuple[Any, ...]], rows: int) -> dict[str, np.ndarray]:
     """The feedback and schedule columns of ``rows`` observations (see ``_feedback``)."""
+    ends = [entry[0] for entry in feedback[1:]] + [rows]
     kinds = np.zeros(rows, np.uint8)
     phases = np.zeros(rows, PHASE_DTYPE)
     guide_weights = np.full(rows, np.nan, np.float32)
@@ -328,8 +339,8 @@ def _feedback_columns(feedback: list[tuple[Any, ...]], rows: int) -> dict[str, n
     event_rows: list[int] = []
     event_types: list[int] = []
     payloads: list[str] = []
-    for entry in feedback:
-        if len(entry) == 1:  # info["feedback"] was None
+    for entry, end in zip(feedback, ends, strict=True):
+        if len(entry) == 1:  # no feedback from this observation on
             continue
         row, guide, review, phase, guide_weight, review_weight = entry
         for kind, payload in ((_GUIDE, guide), (_REVIEW, review)):
@@ -338,9 +349,9 @@ def _feedback_columns(feedback: list[tuple[Any, ...]], rows: int) -> dict[str, n
                 event_rows.append(row)
                 event_types.append(kind)
                 payloads.append(_to_json(payload))
-        phases[row] = phase.encode()
-        guide_weights[row] = guide_weight
-        review_weights[row] = review_weight
+        phases[row:end] = phase.encode()
+        guide_weights[row:end] = guide_weight
+        review_weights[row:end] = review_weight
     columns = {
         "feedback/type": kinds,
         "schedule/phase": phases,
@@ -374,6 +385,25 @@ def _subgoal_masks(
         [sum(bit[sid] for sid, done in p.items() if done) for p in progress], np.uint64
     )
     return ids, np.repeat(masks, np.diff([*starts, rows]))
+
+
+def _step_column_state(values: Sequence[Any]) -> tuple[Any, ...]:
+    """A step column for pickling: NumPy numbers as ``(dtype, bytes)``, anything else ``(values,)``.
+
+    A tuple of bytes pickles several times faster than an array or many NumPy scalars.
+    """
+    column = _scalars_as_array(values)
+    if isinstance(column, np.ndarray):
+        return column.dtype.str, column.tobytes()
+    return (column,)
+
+
+def _step_column(state: tuple[Any, ...]) -> Sequence[Any]:
+    """Undoes :func:`_step_column_state`."""
+    if len(state) == 1:
+        return state[0]  # type: ignore[no-any-return]
+    dtype, data = state
+    return np.frombuffer(data, np.dtype(dtype))
 
 
 def _scalars_as_array(values: Sequence[Any]) -> np.ndarray | Sequence[Any]:

@@ -38,6 +38,35 @@ def test_subgoal_progress_keeps_every_id_when_the_library_changes():
     ]
 
 
+def test_each_observation_gets_its_own_feedback_and_schedule():
+    guide = {"phase": "guide", "guide_weight": 1.0, "review_weight": 0.0}
+    review = {"phase": "review", "guide_weight": 0.0, "review_weight": 1.0}
+    infos = [
+        {"feedback": {**guide, "guide": {"subgoal": "a"}}},
+        {"feedback": {**guide, "guide": {}}},  # same schedule, no hint
+        {"feedback": guide},
+        {"feedback": None},
+        {},
+        {"feedback": {**review, "review": {"verdict": "stalled"}}},
+        {"feedback": review},
+        {"feedback": {**review, "review_weight": 0.5}},  # the weight changes alone
+    ]
+    builder = EpisodeBuilder(0, infos[0], task_id="t", round="0", seed=None, start_time=0.0)
+    for info in infos[1:]:
+        builder.add(0, 0, 0.0, False, False, info)
+    columns = builder.build(end_time=1.0).columns
+    assert columns["schedule/phase"].tolist() == [b"guide"] * 3 + [b""] * 2 + [b"review"] * 3
+    np.testing.assert_array_equal(
+        columns["schedule/guide_weight"], [1, 1, 1, np.nan, np.nan, 0, 0, 0]
+    )
+    np.testing.assert_array_equal(
+        columns["schedule/review_weight"], [0, 0, 0, np.nan, np.nan, 1, 1, 0.5]
+    )
+    assert columns["feedback/type"].tolist() == [1, 0, 0, 0, 0, 2, 0, 0]
+    assert columns["events/row"].tolist() == [0, 5]
+    assert len(builder._feedback) < len(infos)  # kept where it changed, not at every step
+
+
 @pytest.mark.parametrize("changing", [False, True])
 def test_more_subgoals_than_the_mask_holds_are_refused(changing):
     too_many = {f"s{i}": False for i in range(MAX_SUBGOALS + 1)}
@@ -74,3 +103,24 @@ def test_a_pickled_builder_encodes_as_the_original_does(actions):
         for name, column in original.columns.items():
             assert sent.columns[name].dtype == column.dtype
             np.testing.assert_array_equal(sent.columns[name], column)
+
+
+@pytest.mark.parametrize(
+    "observations",
+    [
+        [{"a": np.zeros(2, np.int8), "b": 0}, {"a": np.ones(2, np.int8), "b": 1}],  # kept leaves
+        [np.zeros(2, np.float32), np.arange(4, dtype=np.float32)[::2], np.ones(2, np.float32)],
+    ],
+    ids=["packed-and-kept", "a-misfit-row"],  # a strided array is kept whole, not packed
+)
+def test_a_pickled_builder_keeps_its_observation_rows(observations):
+    builder = EpisodeBuilder(observations[0], {}, task_id="t", round="0", seed=0, start_time=0.0)
+    for step, obs in enumerate(observations[1:]):
+        builder.add(step, obs, 0.0, step == len(observations) - 2, False, {})
+    copy = pickle.loads(pickle.dumps(builder))
+    copy.packer = builder.packer
+    original, sent = builder.build(end_time=1.0), copy.build(end_time=1.0)
+    assert original.columns.keys() == sent.columns.keys()
+    for name, column in original.columns.items():
+        assert sent.columns[name].dtype == column.dtype
+        np.testing.assert_array_equal(sent.columns[name], column)

@@ -13,6 +13,7 @@ from feedbackgym.datasets._codec import (
     decode_encoded,
     decode_episode,
     encode_episode,
+    join_encoded,
     record_body,
 )
 from feedbackgym.datasets.builder import EpisodeBuilder
@@ -175,17 +176,19 @@ def test_the_builder_encodes_rows_as_asarray_stacks_them(rows):
         _stacks_like_asarray(encode_and_decode, rows)
 
 
-def _encoded(env, seeds):
-    """Each seed's episode as the recorder encodes it (random actions)."""
+def _encoded(env, seeds, keep_info=True):
+    """Each seed's episode as the recorder encodes it (random actions; infos kept or not)."""
     encoded = []
     for seed in seeds:
         obs, info = env.reset(seed=seed)
         env.action_space.seed(seed)
+        info = info if keep_info else {}
         builder = EpisodeBuilder(obs, info, task_id="t", round="0", seed=seed, start_time=0.0)
         done = False
         while not done:
             action = env.action_space.sample()
             obs, reward, terminated, truncated, info = env.step(action)
+            info = info if keep_info else {}
             builder.add(action, obs, reward, terminated, truncated, info)
             done = terminated or truncated
         encoded.append(builder.encode(end_time=1.0))
@@ -203,6 +206,29 @@ def test_encoded_episodes_join_like_their_columns(make):
         np.testing.assert_array_equal(column, expected[name], err_msg=name)
     if make is feedback_stack:  # text columns, and rows of several families
         assert joined["events/payload"].dtype == object and len(joined["events/payload"]) > 0
+
+
+def test_episodes_of_several_schemas_join_in_their_order_like_their_columns():
+    with_feedback = _encoded(feedback_stack(), range(3))
+    bare = _encoded(feedback_stack(), [3, 4], keep_info=False)  # no feedback, shaping, events
+    encoded = [with_feedback[0], bare[0], with_feedback[1], with_feedback[2], bare[1]]
+    assert len({e.schema for e in encoded}) == 2
+    joined = join_encoded(encoded)
+    expected = concat_columns([decode_encoded(e) for e in encoded])
+    assert set(joined) == set(expected)
+    for name, column in joined.items():
+        assert column.dtype == expected[name].dtype, name
+        np.testing.assert_array_equal(column, expected[name], err_msg=name)
+
+
+def test_joining_episodes_of_several_schemas_refuses_rows_that_others_lack():
+    with_events, without = _encoded(feedback_stack(), [0]) + _encoded(
+        feedback_stack(), [1], keep_info=False
+    )
+    assert with_events.events
+    lacking = dataclasses.replace(without, events=with_events.events)
+    with pytest.raises(ValueError, match="events/"):
+        join_encoded([with_events, lacking])
 
 
 def test_joining_encoded_episodes_checks_their_bytes():

@@ -4,7 +4,9 @@ The crash guarantees (``kill -9`` of the recording process, of the writer) are
 checked in ``test_crash.py``.
 """
 
+import os
 import pickle
+import sys
 
 import numpy as np
 import pytest
@@ -30,6 +32,15 @@ def test_stores_of_one_directory_share_one_writer(store_path):
     metas = TrajectoryStore(store_path).episodes()
     assert sorted(m.seed for m in metas) == [1, 2, 3] and len({m.shard for m in metas}) == 1
     assert not list(store_path.glob("*.log"))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SCHED_IDLE is Linux's")
+def test_the_writer_runs_only_on_cpu_time_nothing_else_wants(store_path):
+    store = TrajectoryStore(store_path, writer="process")
+    _record(EpisodeRecorder(store, "t"), 0, seed=1)
+    store.flush()  # the writer has opened the store: it set its policy first
+    assert os.sched_getscheduler(store._process.pid) == os.SCHED_IDLE
+    store.close()
 
 
 def test_an_episode_the_writer_refuses_is_raised_by_a_later_call(store_path):
