@@ -23,7 +23,10 @@ the schedule), each measured in this process one after another, best of
 The torch trainer's rates are steady state: from the end of its first round
 to the end of its last (imports, worker start-up and the first round are paid
 once a run). Ratios are against the env + stack rate of the same run (the
-machine's speed drifts; ratios within one run do not).
+machine's speed drifts; ratios within one run do not). A recorded setup's share
+of its unrecorded one is given best over best and as the median (and range) of
+the per-repeat ratios: on a VM whose speed drifts by tens of percent within
+minutes, use ``--repeats 5`` or more and read the median.
 
 Usage:
     python benchmarks/train_throughput.py [--steps 131072] [--repeats 2] [--num-envs 32]
@@ -36,6 +39,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import statistics
 import tempfile
 import time
 
@@ -139,7 +143,7 @@ def main() -> None:
     torch.set_num_threads(1)
     rounds = args.steps // (args.num_envs * 128)
     config = arm_config(ARM, FeedbackConfig(), rounds)
-    best: dict[str, float] = {}
+    rates: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         runs = {
             "env + stack (random actions)": lambda r: stack_rate(args.steps // 4, config),
@@ -209,7 +213,8 @@ def main() -> None:
         runs = {name: run for name, run in runs.items() if not args.rows or name in args.rows}
         for repeat in range(args.repeats):
             for name, run in runs.items():
-                best[name] = max(best.get(name, 0.0), run(repeat))
+                rates.setdefault(name, []).append(run(repeat))
+    best = {name: max(values) for name, values in rates.items()}
     base = best.get("env + stack (random actions)")
     print(f"{ENV_ID}, {ARM}, {args.steps} steps, torch trainer {args.num_envs} envs, 2 cores")
     print(f"{'setup':<50} {'steps/s':>9} {'vs env + stack':>15}")
@@ -234,7 +239,13 @@ def main() -> None:
     ]
     for setup, recorded in pairs:
         if setup in best and recorded in best:
-            print(f"{recorded} keeps {best[recorded] / best[setup]:.2f}x of {setup}'s throughput")
+            # a repeat runs both within minutes of each other: closer machine speeds than best-of
+            ratios = sorted(r / s for r, s in zip(rates[recorded], rates[setup], strict=True))
+            print(
+                f"{recorded} keeps {best[recorded] / best[setup]:.2f}x of {setup}'s throughput "
+                f"(best over best; per repeat: median {statistics.median(ratios):.2f}, "
+                f"{ratios[0]:.2f}-{ratios[-1]:.2f})"
+            )
     print(f"numpy {np.__version__}, torch {torch.__version__}")
 
 

@@ -266,7 +266,11 @@ def in_worker_processes(config: RunConfig) -> bool:
 
 
 def open_store(config: RunConfig) -> Any:
-    """Where the run records: ``None``, the store's path (subprocess envs), or the store."""
+    """Where the run records: ``None``, the store's path (subprocess envs), or the store.
+
+    Envs in the learner's process share one store whose episodes a writer
+    process encodes, logs and seals (``writer="process"``), off the training thread.
+    """
     if not config.record:
         return None
     path = Path(config.out_dir) / "trajectories"
@@ -274,7 +278,7 @@ def open_store(config: RunConfig) -> Any:
         return str(path)
     from feedbackgym.datasets import TrajectoryStore
 
-    return TrajectoryStore(path)
+    return TrajectoryStore(path, writer="process")
 
 
 def close_run(

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from feedbackgym.baselines.run import RunConfig
+from feedbackgym.baselines.run import RunConfig, open_store
 from feedbackgym.baselines.rundir import read_curve
 from feedbackgym.baselines.torch_run import rollback
 from feedbackgym.baselines.train import train_run
@@ -86,6 +86,18 @@ def test_a_torch_run_fills_the_run_directory_and_records_every_episode(tmp_path)
     assert (kinds & 1).any() and (kinds & 2).any()  # hints and reviews
     agent = rollback(run)
     assert isinstance(agent, torch.nn.Module)
+
+
+def test_a_run_records_through_a_writer_process_unless_its_envs_are_in_workers(tmp_path):
+    store = open_store(_config(tmp_path, record=True))
+    try:
+        assert store.writer == "process"  # encoding, log and seal off the training thread
+    finally:
+        store.close()
+    assert open_store(_config(tmp_path, record=True, env_workers=1)) == str(
+        tmp_path / "run" / "trajectories"
+    )  # each worker opens the store at the path
+    assert open_store(_config(tmp_path)) is None
 
 
 def test_env_workers_step_a_run_s_envs_and_record_every_episode_in_shards(tmp_path):
