@@ -48,7 +48,7 @@ import torch
 
 import feedbackgym
 from feedbackgym.baselines.arms import arm_config
-from feedbackgym.baselines.ppo import PPOConfig, train
+from feedbackgym.baselines.ppo import PPOConfig, round_trend, train
 from feedbackgym.baselines.torch_run import SB3_EPOCHS
 from feedbackgym.config import FeedbackConfig
 from feedbackgym.datasets import TrajectoryStore
@@ -133,6 +133,52 @@ def torch_rate(
     return (len(ends) - 1) * config.num_envs * config.num_steps / (ends[-1] - ends[0])
 
 
+def recorded_share_in_turn(
+    steps: int, num_envs: int, store_path: str, **settings: int
+) -> tuple[float, float, float]:
+    """What recording leaves of the torch trainer's throughput, rounds taken in turn.
+
+    Two learners in this process, one recording (``writer="process"``) and
+    one not, play and train their rounds alternately (which goes first
+    alternates too), so each pair of rounds sees one machine speed. Returns
+    the median and quartiles over the pairs (the first two left out) of the
+    unrecorded round's time over the recorded one's.
+    """
+    from feedbackgym.baselines.ppo import Learner, make_vector_env
+
+    config = PPOConfig(
+        ENV_ID, ARM, total_timesteps=steps, num_envs=num_envs, device="cpu", **settings
+    )
+    seconds: dict[bool, list[float]] = {False: [], True: []}
+    with TrajectoryStore(store_path, writer="process") as store:
+        learners = {}
+        try:
+            for recorded in (False, True):
+                controller = config.controller()
+                record = store if recorded else None
+                envs = make_vector_env(config, controller.config, record=record)
+                gamma = controller.config.shaping.gamma
+                learners[recorded] = (Learner(config, envs, gamma, torch.device("cpu")), controller)
+                controller.attach(envs)
+                learners[recorded][0].reset(config.seed)
+                controller.update(0)
+            for round_ in range(config.rounds):
+                for recorded in (False, True) if round_ % 2 else (True, False):
+                    learner, controller = learners[recorded]
+                    start = time.perf_counter()
+                    collected = learner.collect()
+                    losses = learner.update()
+                    seconds[recorded].append(time.perf_counter() - start)
+                    controller.update(round_ + 1, **round_trend(losses, collected))
+        finally:
+            for learner, _ in learners.values():
+                learner.close()
+                learner.envs.close()
+    shares = [p / r for p, r in zip(seconds[False][2:], seconds[True][2:], strict=True)]
+    low, median, high = np.percentile(shares, [25, 50, 75])
+    return float(median), float(low), float(high)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=131072)
@@ -207,17 +253,30 @@ def main() -> None:
                 args.steps, args.num_envs, None, workers=1, **{**COMPARE_UPDATE, **OVERLAP}
             ),
         }
-        unknown = set(args.rows or ()) - set(runs)
+        in_turn = {
+            "torch trainer, recorded in turn": lambda: recorded_share_in_turn(
+                args.steps, args.num_envs, f"{tmp}/turns"
+            ),
+            "compare's update, recorded in turn": lambda: recorded_share_in_turn(
+                args.steps, args.num_envs, f"{tmp}/compare-turns", **COMPARE_UPDATE
+            ),
+        }
+        unknown = set(args.rows or ()) - set(runs) - set(in_turn)
         if unknown:
-            parser.error(f"unknown setups {sorted(unknown)}; choose from {list(runs)}")
+            choices = [*runs, *in_turn]
+            parser.error(f"unknown setups {sorted(unknown)}; choose from {choices}")
         runs = {name: run for name, run in runs.items() if not args.rows or name in args.rows}
         for repeat in range(args.repeats):
             for name, run in runs.items():
                 rates.setdefault(name, []).append(run(repeat))
+        shares = {
+            name: share() for name, share in in_turn.items() if not args.rows or name in args.rows
+        }
     best = {name: max(values) for name, values in rates.items()}
     base = best.get("env + stack (random actions)")
     print(f"{ENV_ID}, {ARM}, {args.steps} steps, torch trainer {args.num_envs} envs, 2 cores")
-    print(f"{'setup':<50} {'steps/s':>9} {'vs env + stack':>15}")
+    if best:
+        print(f"{'setup':<50} {'steps/s':>9} {'vs env + stack':>15}")
     for name, rate in best.items():
         ratio = f"{rate / base:>14.2f}x" if base else ""
         print(f"{name:<50} {rate:>9.0f} {ratio}")
@@ -246,6 +305,12 @@ def main() -> None:
                 f"(best over best; per repeat: median {statistics.median(ratios):.2f}, "
                 f"{ratios[0]:.2f}-{ratios[-1]:.2f})"
             )
+    pairs_of_rounds = args.steps // (args.num_envs * 128) - 2
+    for name, (median, low, high) in shares.items():
+        print(
+            f"{name}: recording (writer process) keeps {median:.2f}x of the throughput "
+            f"(median of {pairs_of_rounds} pairs of rounds, quartiles {low:.2f}-{high:.2f})"
+        )
     print(f"numpy {np.__version__}, torch {torch.__version__}")
 
 
