@@ -220,8 +220,8 @@ def join_encoded(episodes: Sequence[EncodedEpisode]) -> dict[str, np.ndarray]:
             column that episodes of another schema lack.
     """
     by_schema: dict[Schema, list[int]] = {}
-    for index, episode in enumerate(episodes):
-        by_schema.setdefault(episode.schema, []).append(index)
+    for position, episode in enumerate(episodes):
+        by_schema.setdefault(episode.schema, []).append(position)
     lengths = np.array([e.meta.length for e in episodes], np.int64)
     if len(by_schema) == 1:
         return with_neutral(concat_encoded(episodes), int(lengths.sum()), len(episodes))

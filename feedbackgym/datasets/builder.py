@@ -129,7 +129,7 @@ class EpisodeBuilder:
         state["_steps"] = tuple(_step_column_state(column) for column in columns)
         rows = self._observations
         if all(data is not None for data, _ in rows):
-            block = b"".join([data for data, _ in rows])  # one bytes object, not one a row
+            block = b"".join([data for data, _ in rows if data is not None])  # one, not a row each
             state["_observations"] = (self.packer.row_size, block, [k for _, k in rows])
         return state
 
@@ -398,10 +398,10 @@ def _step_column_state(values: Sequence[Any]) -> tuple[Any, ...]:
     return (column,)
 
 
-def _step_column(state: tuple[Any, ...]) -> Sequence[Any]:
+def _step_column(state: tuple[Any, ...]) -> np.ndarray | Sequence[Any]:
     """Undoes :func:`_step_column_state`."""
     if len(state) == 1:
-        return state[0]  # type: ignore[no-any-return]
+        return state[0]
     dtype, data = state
     return np.frombuffer(data, np.dtype(dtype))
 
