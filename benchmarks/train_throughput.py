@@ -135,20 +135,29 @@ def torch_rate(
 
 def recorded_share_in_turn(
     steps: int, num_envs: int, store_path: str, **settings: int
-) -> tuple[float, float, float]:
+) -> tuple[float, float, float, int]:
     """What recording leaves of the torch trainer's throughput, rounds taken in turn.
 
     Two learners in this process, one recording (``writer="process"``) and
     one not, play and train their rounds alternately (which goes first
     alternates too), so each pair of rounds sees one machine speed. Returns
     the median and quartiles over the pairs (the first two left out) of the
-    unrecorded round's time over the recorded one's.
+    unrecorded round's time over the recorded one's, and the number of pairs.
+    The writer process may drain a recorded round's episodes during the next
+    unrecorded round (idle CPU either learner leaves); a recorded run alone
+    has its own collection's idle core for that, which the writer needs only
+    a fraction of.
+
+    Raises:
+        ValueError: Fewer than 3 pairs of rounds (``steps`` too small).
     """
     from feedbackgym.baselines.ppo import Learner, make_vector_env
 
     config = PPOConfig(
         ENV_ID, ARM, total_timesteps=steps, num_envs=num_envs, device="cpu", **settings
     )
+    if config.rounds < 5:
+        raise ValueError(f"{config.rounds} rounds give too few pairs: --steps for 5 or more")
     seconds: dict[bool, list[float]] = {False: [], True: []}
     with TrajectoryStore(store_path, writer="process") as store:
         learners = {}
@@ -176,7 +185,7 @@ def recorded_share_in_turn(
                 learner.envs.close()
     shares = [p / r for p, r in zip(seconds[False][2:], seconds[True][2:], strict=True)]
     low, median, high = np.percentile(shares, [25, 50, 75])
-    return float(median), float(low), float(high)
+    return float(median), float(low), float(high), len(shares)
 
 
 def main() -> None:
@@ -305,11 +314,10 @@ def main() -> None:
                 f"(best over best; per repeat: median {statistics.median(ratios):.2f}, "
                 f"{ratios[0]:.2f}-{ratios[-1]:.2f})"
             )
-    pairs_of_rounds = args.steps // (args.num_envs * 128) - 2
-    for name, (median, low, high) in shares.items():
+    for name, (median, low, high, pairs) in shares.items():
         print(
             f"{name}: recording (writer process) keeps {median:.2f}x of the throughput "
-            f"(median of {pairs_of_rounds} pairs of rounds, quartiles {low:.2f}-{high:.2f})"
+            f"(median of {pairs} pairs of rounds, quartiles {low:.2f}-{high:.2f})"
         )
     print(f"numpy {np.__version__}, torch {torch.__version__}")
 

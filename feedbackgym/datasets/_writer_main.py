@@ -12,7 +12,7 @@ At the end of stdin, which is also what the recorder's death looks like
 (``kill -9`` included), every episode still in the pipe is logged, the shard
 sealed, and the process exits. ``SIGINT`` is ignored, so a Ctrl-C in the
 terminal stops the recorder, not the writer that drains after it. The process
-runs at the idle scheduling priority (see :func:`_yield_cpu`).
+runs at the idle scheduling priority (see :func:`set_idle`).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from feedbackgym.datasets._recovery import recover
 from feedbackgym.datasets._writer import ShardWriter, WriterOptions
 from feedbackgym.datasets.errors import StoreError
 
-__all__ = ["serve"]
+__all__ = ["serve", "set_idle"]
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +75,7 @@ def serve(requests: RequestReader, replies: _Replies) -> None:
     while True:
         message = requests.next()
         if message is None or message[0] == "close":
+            set_idle(False)  # the recorder waits, or is gone: drain at normal priority
             error = _close(writer)
             if message is not None:
                 replies.send(DONE, message[1], error)
@@ -94,6 +95,7 @@ def serve(requests: RequestReader, replies: _Replies) -> None:
             else:
                 replies.send(ACK, seq)
         elif kind == "flush":
+            set_idle(False)  # the recorder waits on it
             try:
                 if writer is not None:
                     writer.flush()
@@ -101,6 +103,8 @@ def serve(requests: RequestReader, replies: _Replies) -> None:
                 replies.send(DONE, seq, ("StoreError", str(error)))
             else:
                 replies.send(DONE, seq)
+            finally:
+                set_idle(True)
             requests.answered()
 
 
@@ -125,24 +129,38 @@ def _close(writer: ShardWriter | None) -> tuple[str, str] | None:
     return None
 
 
-def _yield_cpu() -> None:
-    """Runs this process only on CPU time no other process wants (``SCHED_IDLE``, else nice 19).
+def set_idle(idle: bool) -> None:
+    """Runs this process's threads at the idle priority (``SCHED_IDLE``) or the normal one.
 
-    A trainer's update runs on every core; a writer that took one of them for
-    a scheduler slice would hold the whole update up. Idle, the writer gets a
-    core only while the trainer leaves it free (collecting, or waiting on a
-    full pipe), so nothing is dropped and the trainer is not slowed.
+    Best effort. Idle, the writer gets a core only while no other process wants it: a
+    trainer's update runs on every core, and a writer that took one of them
+    for a scheduler slice would hold the whole update up; the recorder's
+    episodes wait in the pipe meanwhile (a full pipe makes the recorder wait,
+    so nothing is dropped). Where the recorder waits on the writer (a flush, a
+    close, its end) the writer runs at the normal priority if it may: going
+    back from idle needs the privilege to raise one's priority (``RLIMIT_NICE``).
+    Elsewhere than Linux the writer runs at nice 19 throughout.
     """
+    if not hasattr(os, "SCHED_IDLE"):
+        if idle:
+            os.nice(19)
+        return
+    policy = os.SCHED_IDLE if idle else os.SCHED_OTHER
     try:
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-    except (AttributeError, OSError):  # not Linux
-        os.nice(19)
+        threads = [int(tid) for tid in os.listdir("/proc/self/task")]
+    except OSError:
+        threads = [0]
+    for thread in threads:  # a policy is a thread's own: the seal thread needs it too
+        try:
+            os.sched_setscheduler(thread, policy, os.sched_param(0))
+        except OSError:
+            pass  # not permitted, or the thread has ended
 
 
 def main() -> None:
     """Serves the recorder on stdin/stdout; stray prints go to stderr."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _yield_cpu()
+    set_idle(True)
     reply_fd = os.dup(1)
     os.dup2(2, 1)
     logging.basicConfig(level=logging.WARNING)

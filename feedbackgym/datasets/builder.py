@@ -121,7 +121,7 @@ class EpisodeBuilder:
         """
         state = self.__dict__.copy()
         del state["_pack"], state["packer"]
-        first = self._first_info.get(FEEDBACK, _NONE)
+        first = self._first_info.get(FEEDBACK) or _NONE  # absent, or None
         state["_first_info"] = {FEEDBACK: {"phase": first.get("phase", "")}}
         last = self._last_info
         state["_last_info"] = {key: last[key] for key in (IS_SUCCESS, "outcome") if key in last}
@@ -270,7 +270,7 @@ class EpisodeBuilder:
             success=None if success is None else bool(success),
             outcome=str(last.get("outcome", "")),
             episode_return=float(reward_column.sum()),
-            phase=str(self._first_info.get(FEEDBACK, _NONE).get("phase", "")),
+            phase=str((self._first_info.get(FEEDBACK) or _NONE).get("phase", "")),
             switch_time=switch_time,
             config_version=config_version,
             config_changes=config_changes,

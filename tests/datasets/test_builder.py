@@ -67,6 +67,14 @@ def test_each_observation_gets_its_own_feedback_and_schedule():
     assert len(builder._feedback) < len(infos)  # kept where it changed, not at every step
 
 
+def test_a_reset_info_whose_feedback_is_none_records_and_pickles():
+    builder = EpisodeBuilder(0, {"feedback": None}, task_id="t", round="0", seed=0, start_time=0)
+    builder.add(0, 0, 0.0, True, False, {"feedback": None})
+    copy = pickle.loads(pickle.dumps(builder))
+    copy.packer = builder.packer
+    assert builder.build(end_time=1.0).meta.phase == copy.build(end_time=1.0).meta.phase == ""
+
+
 @pytest.mark.parametrize("changing", [False, True])
 def test_more_subgoals_than_the_mask_holds_are_refused(changing):
     too_many = {f"s{i}": False for i in range(MAX_SUBGOALS + 1)}

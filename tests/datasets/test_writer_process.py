@@ -6,6 +6,7 @@ checked in ``test_crash.py``.
 
 import os
 import pickle
+import subprocess
 import sys
 
 import numpy as np
@@ -41,6 +42,30 @@ def test_the_writer_runs_only_on_cpu_time_nothing_else_wants(store_path):
     store.flush()  # the writer has opened the store: it set its policy first
     assert os.sched_getscheduler(store._process.pid) == os.SCHED_IDLE
     store.close()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SCHED_IDLE is Linux's")
+def test_the_writer_sets_every_thread_idle_and_back_to_normal_when_it_may():
+    script = """
+import os, threading
+from feedbackgym.datasets._writer_main import set_idle
+ready, stop = threading.Event(), threading.Event()
+thread = threading.Thread(target=lambda: (ready.set(), stop.wait()))
+thread.start(); ready.wait()
+set_idle(True)
+print([os.sched_getscheduler(0), os.sched_getscheduler(thread.native_id)])
+set_idle(False)
+print([os.sched_getscheduler(0), os.sched_getscheduler(thread.native_id)])
+stop.set(); thread.join()
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    ).stdout.split("\n")
+    assert out[0] == str([os.SCHED_IDLE] * 2)  # the seal thread too
+    # Back to normal needs the privilege to raise one's priority; without it the writer stays idle.
+    assert out[1] in (str([os.SCHED_OTHER] * 2), str([os.SCHED_IDLE] * 2))
+    if os.geteuid() == 0:
+        assert out[1] == str([os.SCHED_OTHER] * 2)
 
 
 def test_an_episode_the_writer_refuses_is_raised_by_a_later_call(store_path):
