@@ -314,10 +314,10 @@ def main() -> None:
                 f"(best over best; per repeat: median {statistics.median(ratios):.2f}, "
                 f"{ratios[0]:.2f}-{ratios[-1]:.2f})"
             )
-    for name, (median, low, high, pairs) in shares.items():
+    for name, (median, low, high, count) in shares.items():
         print(
             f"{name}: recording (writer process) keeps {median:.2f}x of the throughput "
-            f"(median of {pairs} pairs of rounds, quartiles {low:.2f}-{high:.2f})"
+            f"(median of {count} pairs of rounds, quartiles {low:.2f}-{high:.2f})"
         )
     print(f"numpy {np.__version__}, torch {torch.__version__}")
 
