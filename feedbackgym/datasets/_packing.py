@@ -22,10 +22,15 @@ import numpy as np
 
 from feedbackgym.datasets.columns import CONTAINERS, leaf_at, leaf_paths
 
-__all__ = ["Column", "Packer", "Row"]
+__all__ = ["Column", "Packer", "Row", "Rows"]
 
 Row = tuple[bytes | None, Any]
 """A packed value: its arrays' bytes and its kept leaves, or ``(None, value)`` for a misfit."""
+
+Rows = tuple[int, "bytes | bytearray", Sequence[Any], dict[int, Any]]
+"""Rows in one block: their count, their packed bytes (:attr:`Packer.row_size` each), their
+kept leaves one after another, and the misfits by row (standing in the block as
+:meth:`Packer.blank`)."""
 
 Column = tuple[str, np.dtype[Any] | None, Any]
 """A leaf over an episode: ``(name, dtype, (row shape, bytes))`` when packed,
@@ -52,7 +57,8 @@ class Packer:
         >>> row = packer.pack({"a": np.full(2, 65, np.int8), "b": "y"})
         >>> row
         (b'AA', ('y',))
-        >>> [(name, dtype) for name, dtype, _ in packer.columns([row])]
+        >>> data, kept = row
+        >>> [(name, dtype) for name, dtype, _ in packer.columns((1, data, kept, {}))]
         [('obs/a', dtype('int8')), ('obs/b', None)]
     """
 
@@ -115,8 +121,12 @@ class Packer:
             same = [name for name, _ in leaf_paths(self.prefix, value)] == self.names
         return same and self.pack(value)[0] is not None
 
-    def columns(self, rows: Sequence[Row]) -> list[Column]:
-        """Every leaf over ``rows``, in :attr:`names` order (see :data:`Column`).
+    def blank(self) -> Row:
+        """The row that stands in, in a block of rows, for a misfit (zero bytes, no leaves)."""
+        return bytes(self.row_size), (None,) * len(self._kept)
+
+    def columns(self, block: Rows) -> list[Column]:
+        """Every leaf over the rows of ``block``, in :attr:`names` order (see :data:`Column`).
 
         A packed leaf comes back as its bytes when every row packed; with a
         misfit among the rows, every leaf comes back as values.
@@ -124,35 +134,37 @@ class Packer:
         Raises:
             ValueError: A misfit lacks a key or index that the structure has.
         """
-        if any(data is None for data, _ in rows):
-            return [(name, None, values) for name, values in self._values(rows)]
+        count, data, kept, misfits = block
+        if misfits:
+            return [(name, None, values) for name, values in self._values(block)]
         columns: list[Column] = [(name, None, ()) for name in self.names]
-        block = b"".join([data for data, _ in rows])  # type: ignore[misc]
         if len(self._fields) == 1:
             i, dtype, shape, _, _ = self._fields[0]
-            columns[i] = (self.names[i], dtype, (shape, block))
+            columns[i] = (self.names[i], dtype, (shape, bytes(data)))
         elif self._fields:
-            table = np.frombuffer(block, np.uint8).reshape(len(rows), self.row_size)
+            table = np.frombuffer(data, np.uint8).reshape(count, self.row_size)
             for i, dtype, shape, start, stop in self._fields:
                 columns[i] = (self.names[i], dtype, (shape, table[:, start:stop].tobytes()))
-        if self._kept:
-            kept = zip(*[leaves for _, leaves in rows], strict=True)
-            for i, values in zip(self._kept, kept, strict=True):
-                columns[i] = (self.names[i], None, values)
+        width = len(self._kept)
+        for j, i in enumerate(self._kept):
+            columns[i] = (self.names[i], None, kept[j::width])
         return columns
 
-    def _values(self, rows: Sequence[Row]) -> list[tuple[str, list[Any]]]:
+    def _values(self, block: Rows) -> list[tuple[str, list[Any]]]:
         """Every leaf's values over rows of which some are misfits."""
+        count, data, kept, misfits = block
+        width = len(self._kept)
         values: list[list[Any]] = [[] for _ in self.names]
-        for data, kept in rows:
-            if data is None:
+        for row in range(count):
+            if row in misfits:
                 for column, path in zip(values, self._paths, strict=True):
-                    column.append(leaf_at(kept, path))
+                    column.append(leaf_at(misfits[row], path))
                 continue
+            offset = row * self.row_size
             for i, dtype, shape, start, stop in self._fields:
-                array = np.frombuffer(data, dtype, (stop - start) // dtype.itemsize, start)
-                values[i].append(array.reshape(shape))
-            for i, leaf in zip(self._kept, kept, strict=True):
+                size = (stop - start) // dtype.itemsize
+                values[i].append(np.frombuffer(data, dtype, size, offset + start).reshape(shape))
+            for i, leaf in zip(self._kept, kept[row * width : (row + 1) * width], strict=True):
                 values[i].append(leaf)
         return list(zip(self.names, values, strict=True))
 

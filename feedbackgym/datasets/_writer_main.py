@@ -96,15 +96,15 @@ def serve(requests: RequestReader, replies: _Replies) -> None:
                 replies.send(ACK, seq)
         elif kind == "flush":
             set_idle(False)  # the recorder waits on it
+            failed = None
             try:
                 if writer is not None:
                     writer.flush()
             except StoreError as error:
-                replies.send(DONE, seq, ("StoreError", str(error)))
-            else:
-                replies.send(DONE, seq)
+                failed = ("StoreError", str(error))
             finally:
-                set_idle(True)
+                set_idle(True)  # before the answer, on which the recorder goes on
+            replies.send(DONE, seq, failed)
             requests.answered()
 
 

@@ -16,6 +16,7 @@ absent, so a bare env records too: ``env_reward`` (else the reward),
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -28,7 +29,7 @@ from feedbackgym.datasets._codec import (
     decode_encoded,
     text_pieces,
 )
-from feedbackgym.datasets._packing import Column, Packer, Row
+from feedbackgym.datasets._packing import Column, Packer
 from feedbackgym.datasets.columns import PHASE_DTYPE, leaf_values, row_bytes
 from feedbackgym.datasets.episode import Episode, EpisodeMeta, FeedbackType
 from feedbackgym.protocol import ENV_REWARD, FEEDBACK, IS_SUCCESS, SHAPING_REWARD, SUBGOALS
@@ -42,6 +43,10 @@ _NONE: dict[str, Any] = {}
 _UNSEEN = object()
 _OBJECT = np.dtype(object)
 _NAN = float("nan")
+_STEP = 4
+"""Values a step keeps in ``EpisodeBuilder._steps``: action, reward, terminated, truncated."""
+_ENTRY = 6
+"""Values an entry of ``EpisodeBuilder._feedback`` holds."""
 _GUIDE, _REVIEW = int(FeedbackType.GUIDE), int(FeedbackType.REVIEW)
 """Plain ints: numpy looks attributes up on an enum member at every use."""
 _to_json = json.JSONEncoder(separators=(",", ":")).encode
@@ -85,23 +90,34 @@ class EpisodeBuilder:
             packer = Packer("observations", obs)
         self.packer = packer
         self._pack = packer.pack
-        self._observations: list[Row] = [packer.pack(obs)]
-        self._steps: list[tuple[Any, Any, bool, bool]] = []
+        self._rows = bytearray()
+        """Each observation's packed bytes, :attr:`~._packing.Packer.row_size` a row."""
+        self._kept: list[Any] = []
+        """Each observation's kept leaves (numbers, text), one row after another."""
+        self._misfits: dict[int, Any] = {}
+        """Observations kept whole (that did not pack), by row; the rows hold blanks for them."""
+        self._steps: list[Any] = []
+        """Action, reward, terminated, truncated: :data:`_STEP` values a step, one after another."""
+        self._extra_rewards: list[Any] = []
+        """Step, env reward, shaping reward of each step whose info gave either (three values)."""
         self._progress: list[tuple[int, dict[str, bool] | None]] = []
         """``(row, copy of info["subgoals"])`` at the reset and wherever it changed
         (``None`` where the info had none)."""
         self._last_progress: Any = _UNSEEN
-        self._feedback: list[tuple[Any, ...]] = []
-        """Where the feedback changed: ``(row, guide, review, phase, guide weight, review
-        weight)`` at an observation with a hint or a review, or whose schedule (phase and
-        weights) differs from the observation before; ``(row,)`` where the info's
-        ``"feedback"`` became absent or ``None``. A schedule holds until the next entry."""
+        self._feedback: list[Any] = []
+        """Where the feedback changed, :data:`_ENTRY` values an entry: row, guide, review,
+        phase, guide weight, review weight at an observation with a hint or a review, or
+        whose schedule (phase and weights) differs from the observation before. A
+        schedule holds until the next entry or the next row of ``_feedback_gone``."""
+        self._feedback_gone: list[int] = []
+        """Rows where the info's ``"feedback"`` became absent or ``None``."""
         self._schedule: tuple[Any, ...] | None = None
         """The schedule of the last entry of ``_feedback`` (``None``: no feedback)."""
-        self._extra_rewards: list[tuple[int, Any, Any]] = []
-        """``(step, env reward, shaping reward)`` for steps whose info gave either."""
+        self._last_guide: Any = None
+        """The last hint kept: an equal one after it is kept as this one (sent once)."""
         self._first_info = info
         self._last_info = info
+        self._keep(obs)
         self._watch(0, info)
         self.task_id = task_id
         self.round = round
@@ -109,36 +125,33 @@ class EpisodeBuilder:
         self.start_time = start_time
 
     def __len__(self) -> int:
-        return len(self._steps)
+        return len(self._steps) // _STEP
 
     def __getstate__(self) -> dict[str, Any]:
         """What :meth:`encode` reads, for a writer process, without the packer (sent apart).
 
         Of the infos only the recorded keys go; the receiver sets :attr:`packer`.
-        Packed observation rows go as one block of bytes and NumPy step columns
-        as their bytes: pickle handles a few large objects much faster than many
-        small ones (a builder is pickled on the recording thread).
+        The step values go as one column each, NumPy ones as their bytes: pickle
+        handles a few large objects much faster than many small ones (a builder
+        is pickled on the recording thread).
         """
         state = self.__dict__.copy()
-        del state["_pack"], state["packer"]
+        del state["_pack"], state["packer"], state["_last_guide"]
         first = self._first_info.get(FEEDBACK) or _NONE  # absent, or None
         state["_first_info"] = {FEEDBACK: {"phase": first.get("phase", "")}}
         last = self._last_info
         state["_last_info"] = {key: last[key] for key in (IS_SUCCESS, "outcome") if key in last}
-        columns = zip(*self._steps, strict=True) if self._steps else ((),) * 4
-        state["_steps"] = tuple(_step_column_state(column) for column in columns)
-        rows = self._observations
-        if all(data is not None for data, _ in rows):
-            block = b"".join([data for data, _ in rows if data is not None])  # one, not a row each
-            state["_observations"] = (self.packer.row_size, block, [k for _, k in rows])
+        steps = self._steps
+        state["_steps"] = [_step_column_state(steps[k::_STEP]) for k in range(_STEP)]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._steps = list(zip(*(_step_column(column) for column in state["_steps"]), strict=True))
-        if isinstance(self._observations, tuple):  # (row size, block, kept leaves)
-            size, block, kept = self._observations
-            self._observations = [(block[i * size : (i + 1) * size], k) for i, k in enumerate(kept)]
+        columns = [_step_column(column) for column in state["_steps"]]
+        self._steps = [None] * (_STEP * len(columns[0]))
+        for k, column in enumerate(columns):
+            self._steps[k::_STEP] = column
+        self._last_guide = None
         self.packer = None  # type: ignore[assignment]
 
     def add(
@@ -152,16 +165,26 @@ class EpisodeBuilder:
     ) -> None:
         """Records one step: the observation's arrays copied, the rest of what is recorded kept.
 
-        Actions, rewards and info payloads are kept by reference.
+        Actions, rewards and info payloads are kept by reference, in flat lists
+        (a step adds no object that the garbage collector tracks).
         """
-        self._observations.append(self._pack(obs))
-        self._steps.append((action, reward, terminated, truncated))
+        steps = self._steps
+        steps += action, reward, terminated, truncated
+        self._keep(obs)
         if ENV_REWARD in info or SHAPING_REWARD in info:
-            env_reward = info.get(ENV_REWARD, reward)
-            shaping = info.get(SHAPING_REWARD, 0.0)
-            self._extra_rewards.append((len(self._steps) - 1, env_reward, shaping))
+            step = len(steps) // _STEP - 1
+            self._extra_rewards += step, info.get(ENV_REWARD, reward), info.get(SHAPING_REWARD, 0.0)
         self._last_info = info
-        self._watch(len(self._steps), info)
+        self._watch(len(steps) // _STEP, info)
+
+    def _keep(self, obs: Any) -> None:
+        """Adds the row of the observation after the steps so far (a blank for a misfit)."""
+        data, kept = self._pack(obs)
+        if data is None:
+            self._misfits[len(self._steps) // _STEP] = obs
+            data, kept = self.packer.blank()
+        self._rows += data
+        self._kept += kept
 
     def _watch(self, row: int, info: dict[str, Any]) -> None:
         """Notes the subgoal progress (when it changed) and the feedback of observation ``row``."""
@@ -172,14 +195,19 @@ class EpisodeBuilder:
         value = info.get(FEEDBACK)
         if value is None:
             if self._schedule is not None:
-                self._feedback.append((row,))
+                self._feedback_gone.append(row)
                 self._schedule = None
             return
         get = value.get
         guide, review = get("guide"), get("review")
+        if guide:  # a guide repeats its hint until the next subgoal is reached
+            if guide == self._last_guide:
+                guide = self._last_guide
+            else:
+                self._last_guide = guide
         schedule = (get("phase", ""), get("guide_weight", _NAN), get("review_weight", _NAN))
         if guide or review or schedule != self._schedule:  # absent feedback is None or {}
-            self._feedback.append((row, guide, review, *schedule))
+            self._feedback += row, guide, review, *schedule
             self._schedule = schedule
 
     def build(
@@ -231,10 +259,12 @@ class EpisodeBuilder:
         """
         if not self._steps:
             raise ValueError("an episode needs at least one step")
-        length = len(self._steps)
-        actions, rewards, terminations, truncations = zip(*self._steps, strict=True)
+        length = len(self)
+        steps = self._steps
+        actions, rewards, terminations, truncations = (steps[k::_STEP] for k in range(_STEP))
         columns = _RecordColumns()
-        columns.add_packed(self.packer.columns(self._observations))
+        rows = (length + 1, self._rows, self._kept, self._misfits)
+        columns.add_packed(self.packer.columns(rows))
         columns.add_values("actions", actions)
         reward_column = np.array(rewards, np.float64)
         columns.add("rewards", reward_column)
@@ -243,14 +273,14 @@ class EpisodeBuilder:
         if self._extra_rewards:
             env_rewards = reward_column.copy()
             shaping_rewards = np.zeros(length, np.float64)
-            steps, env_values, shaping_values = zip(*self._extra_rewards, strict=True)
-            env_rewards[list(steps)] = env_values
-            shaping_rewards[list(steps)] = shaping_values
+            extra = self._extra_rewards
+            env_rewards[extra[0::3]] = extra[1::3]
+            shaping_rewards[extra[0::3]] = extra[2::3]
             columns.add("env_rewards", env_rewards)
             columns.add("shaping_rewards", shaping_rewards)
         events = 0
         if self._feedback:
-            feedback = _feedback_columns(self._feedback, length + 1)
+            feedback = _feedback_columns(self._feedback, self._feedback_gone, length + 1)
             events = len(feedback.get("events/row", ()))
             for name, column in feedback.items():
                 columns.add(name, column)
@@ -329,9 +359,15 @@ class _RecordColumns:
             self.add(name, np.asarray(values))
 
 
-def _feedback_columns(feedback: list[tuple[Any, ...]], rows: int) -> dict[str, np.ndarray]:
-    """The feedback and schedule columns of ``rows`` observations (see ``_feedback``)."""
-    ends = [entry[0] for entry in feedback[1:]] + [rows]
+def _feedback_columns(feedback: list[Any], gone: list[int], rows: int) -> dict[str, np.ndarray]:
+    """The feedback and schedule columns of ``rows`` observations.
+
+    ``feedback`` and ``gone`` are an episode's ``_feedback`` and ``_feedback_gone``.
+    A payload kept for several rows (a repeated hint) is encoded once.
+    """
+    entries = [feedback[i : i + _ENTRY] for i in range(0, len(feedback), _ENTRY)]
+    starts = sorted([entry[0] for entry in entries] + gone) + [rows]
+    ends = [starts[bisect.bisect_right(starts, entry[0])] for entry in entries]
     kinds = np.zeros(rows, np.uint8)
     phases = np.zeros(rows, PHASE_DTYPE)
     guide_weights = np.full(rows, np.nan, np.float32)
@@ -339,16 +375,18 @@ def _feedback_columns(feedback: list[tuple[Any, ...]], rows: int) -> dict[str, n
     event_rows: list[int] = []
     event_types: list[int] = []
     payloads: list[str] = []
-    for entry, end in zip(feedback, ends, strict=True):
-        if len(entry) == 1:  # no feedback from this observation on
-            continue
+    encoded: dict[int, str] = {}  # by id: the payloads are alive throughout
+    for entry, end in zip(entries, ends, strict=True):
         row, guide, review, phase, guide_weight, review_weight = entry
         for kind, payload in ((_GUIDE, guide), (_REVIEW, review)):
             if payload:  # absent feedback is None or {}
                 kinds[row] |= kind
                 event_rows.append(row)
                 event_types.append(kind)
-                payloads.append(_to_json(payload))
+                text = encoded.get(id(payload))
+                if text is None:
+                    text = encoded[id(payload)] = _to_json(payload)
+                payloads.append(text)
         phases[row:end] = phase.encode()
         guide_weights[row:end] = guide_weight
         review_weights[row:end] = review_weight
