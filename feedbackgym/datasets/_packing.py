@@ -121,7 +121,7 @@ class Packer:
             same = [name for name, _ in leaf_paths(self.prefix, value)] == self.names
         return same and self.pack(value)[0] is not None
 
-    def blank(self) -> Row:
+    def blank(self) -> tuple[bytes, tuple[None, ...]]:
         """The row that stands in, in a block of rows, for a misfit (zero bytes, no leaves)."""
         return bytes(self.row_size), (None,) * len(self._kept)
 

@@ -180,10 +180,12 @@ class EpisodeBuilder:
     def _keep(self, obs: Any) -> None:
         """Adds the row of the observation after the steps so far (a blank for a misfit)."""
         data, kept = self._pack(obs)
-        if data is None:
+        if data is None:  # kept whole; a blank row stands in for it
             self._misfits[len(self._steps) // _STEP] = obs
-            data, kept = self.packer.blank()
-        self._rows += data
+            blank, kept = self.packer.blank()
+            self._rows += blank
+        else:
+            self._rows += data
         self._kept += kept
 
     def _watch(self, row: int, info: dict[str, Any]) -> None:
