@@ -45,6 +45,8 @@ _OBJECT = np.dtype(object)
 _NAN = float("nan")
 _STEP = 4
 """Values a step keeps in ``EpisodeBuilder._steps``: action, reward, terminated, truncated."""
+_EXTRA = 3
+"""Values a step keeps in ``EpisodeBuilder._extra_rewards``: step, env reward, shaping reward."""
 _ENTRY = 6
 """Values an entry of ``EpisodeBuilder._feedback`` holds."""
 _GUIDE, _REVIEW = int(FeedbackType.GUIDE), int(FeedbackType.REVIEW)
@@ -99,7 +101,8 @@ class EpisodeBuilder:
         self._steps: list[Any] = []
         """Action, reward, terminated, truncated: :data:`_STEP` values a step, one after another."""
         self._extra_rewards: list[Any] = []
-        """Step, env reward, shaping reward of each step whose info gave either (three values)."""
+        """Step, env reward, shaping reward of each step whose info gave either: :data:`_EXTRA`
+        values a step."""
         self._progress: list[tuple[int, dict[str, bool] | None]] = []
         """``(row, copy of info["subgoals"])`` at the reset and wherever it changed
         (``None`` where the info had none)."""
@@ -117,7 +120,7 @@ class EpisodeBuilder:
         """The last hint kept: an equal one after it is kept as this one (sent once)."""
         self._first_info = info
         self._last_info = info
-        self._keep(obs)
+        self._keep(0, obs)
         self._watch(0, info)
         self.task_id = task_id
         self.round = round
@@ -170,18 +173,19 @@ class EpisodeBuilder:
         """
         steps = self._steps
         steps += action, reward, terminated, truncated
-        self._keep(obs)
+        row = len(steps) // _STEP  # this step's observation
+        self._keep(row, obs)
         if ENV_REWARD in info or SHAPING_REWARD in info:
-            step = len(steps) // _STEP - 1
-            self._extra_rewards += step, info.get(ENV_REWARD, reward), info.get(SHAPING_REWARD, 0.0)
+            extra = info.get(ENV_REWARD, reward), info.get(SHAPING_REWARD, 0.0)
+            self._extra_rewards += row - 1, *extra
         self._last_info = info
-        self._watch(len(steps) // _STEP, info)
+        self._watch(row, info)
 
-    def _keep(self, obs: Any) -> None:
-        """Adds the row of the observation after the steps so far (a blank for a misfit)."""
+    def _keep(self, row: int, obs: Any) -> None:
+        """Adds observation ``row`` (the next): its packed bytes, or a blank for a misfit."""
         data, kept = self._pack(obs)
         if data is None:  # kept whole; a blank row stands in for it
-            self._misfits[len(self._steps) // _STEP] = obs
+            self._misfits[row] = obs
             blank, kept = self.packer.blank()
             self._rows += blank
         else:
@@ -276,8 +280,9 @@ class EpisodeBuilder:
             env_rewards = reward_column.copy()
             shaping_rewards = np.zeros(length, np.float64)
             extra = self._extra_rewards
-            env_rewards[extra[0::3]] = extra[1::3]
-            shaping_rewards[extra[0::3]] = extra[2::3]
+            steps_given = extra[0::_EXTRA]
+            env_rewards[steps_given] = extra[1::_EXTRA]
+            shaping_rewards[steps_given] = extra[2::_EXTRA]
             columns.add("env_rewards", env_rewards)
             columns.add("shaping_rewards", shaping_rewards)
         events = 0
