@@ -146,7 +146,19 @@ class ComparisonConfig:
         return switch, switch + schedule.fade_length * steps_per_round
 
     def run_configs(self) -> list[Any]:
-        """One :class:`~feedbackgym.baselines.runner.RunConfig` per arm and seed.
+        """One :class:`~feedbackgym.baselines.runner.RunConfig` per arm and seed, seed by seed.
+
+        Every arm's run of seed 0 comes before any run of seed 1, and so on: runs
+        start in this order, so a comparison stopped part-way (or run with
+        ``jobs=1``) has the same seeds done in every arm, and its table compares
+        like with like.
+
+        Example:
+            >>> config = ComparisonConfig(
+            ...     "feedbackgym/OpsIncidentEasy-v0", ["sparse", "shaping"], 2, 4096, "out"
+            ... )
+            >>> [(run.arm, run.seed) for run in config.run_configs()]
+            [('sparse', 0), ('shaping', 0), ('sparse', 1), ('shaping', 1)]
 
         Raises:
             ConfigError: A bad feedback setting or config file.
@@ -180,8 +192,8 @@ class ComparisonConfig:
                 env_backend=self.env_backend,
                 env_actor_cpus=self.env_actor_cpus,
             )
-            for arm in self.arms
             for seed in range(self.seeds)
+            for arm in self.arms
         ]
 
     def to_json(self) -> str:
