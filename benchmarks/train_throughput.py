@@ -151,7 +151,7 @@ def recorded_share_in_turn(
     Raises:
         ValueError: Fewer than 3 pairs of rounds (``steps`` too small).
     """
-    from feedbackgym.baselines.ppo import Learner, make_vector_env
+    from feedbackgym.baselines.ppo import start_learner
 
     config = PPOConfig(
         ENV_ID, ARM, total_timesteps=steps, num_envs=num_envs, device="cpu", **settings
@@ -163,14 +163,8 @@ def recorded_share_in_turn(
         learners = {}
         try:
             for recorded in (False, True):
-                controller = config.controller()
                 record = store if recorded else None
-                envs = make_vector_env(config, controller.config, record=record)
-                gamma = controller.config.shaping.gamma
-                learners[recorded] = (Learner(config, envs, gamma, torch.device("cpu")), controller)
-                controller.attach(envs)
-                learners[recorded][0].reset(config.seed)
-                controller.update(0)
+                learners[recorded] = start_learner(config, torch.device("cpu"), record=record)
             for round_ in range(config.rounds):
                 for recorded in (False, True) if round_ % 2 else (True, False):
                     learner, controller = learners[recorded]

@@ -74,6 +74,7 @@ __all__ = [
     "make_vector_env",
     "resolve_device",
     "round_trend",
+    "start_learner",
     "train",
     "train_rounds",
 ]
@@ -579,18 +580,12 @@ def train(
     torch.manual_seed(config.seed)
     np.random.seed(config.seed)
     device = resolve_device(config.device)
-    controller = config.controller()
-    envs = make_vector_env(config, controller.config, record=record)
     history: list[dict[str, float]] = []
     system = SystemMonitor()
-    learner = None
+    learner, controller = start_learner(config, device, record=record)
     try:
-        learner = Learner(config, envs, controller.config.shaping.gamma, device)
         if config.bc_episodes:
             clone_into(learner.agent, config, controller.config, device)
-        controller.attach(envs)
-        learner.reset(config.seed)
-        controller.update(0)
         for done in train_rounds(learner, controller, 0, seen=lambda: controller.state):
             metrics = {
                 **done.losses,
@@ -604,10 +599,46 @@ def train(
             if on_round is not None:
                 on_round(done.index, metrics)
     finally:
-        if learner is not None:
-            learner.close()
-        envs.close()
+        learner.close()
+        learner.envs.close()
     return learner.agent, history
+
+
+def start_learner(
+    config: PPOConfig, device: torch.device, *, record: Any = None
+) -> tuple[Learner, Any]:
+    """A learner on new envs, reset, and the arm's controller attached to them at round 0.
+
+    What every torch training loop starts with (:func:`train`, benchmarks);
+    on an error the envs are closed.
+
+    Args:
+        config: The run's settings.
+        device: Where the agent lives.
+        record: A store (or its path) to record every training episode in.
+
+    Returns:
+        The learner (its :attr:`Learner.envs` are the new envs) and the
+        :class:`~feedbackgym.control.FeedbackController`.
+
+    Example:
+        >>> config = PPOConfig("feedbackgym/OpsIncidentEasy-v0", num_envs=2, num_steps=8)
+        >>> learner, controller = start_learner(config, torch.device("cpu"))
+        >>> learner.next_obs.shape[0], controller.state.round
+        (2, 0)
+        >>> learner.envs.close()
+    """
+    controller = config.controller()
+    envs = make_vector_env(config, controller.config, record=record)
+    try:
+        learner = Learner(config, envs, controller.config.shaping.gamma, device)
+        controller.attach(envs)
+        learner.reset(config.seed)
+        controller.update(0)
+    except BaseException:
+        envs.close()
+        raise
+    return learner, controller
 
 
 def clone_into(
