@@ -39,6 +39,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import tempfile
 import time
@@ -165,6 +166,7 @@ def recorded_share_in_turn(
             for recorded in (False, True):
                 record = store if recorded else None
                 learners[recorded] = start_learner(config, torch.device("cpu"), record=record)
+            gc.freeze()  # as ppo.train_rounds does
             for round_ in range(config.rounds):
                 for recorded in (False, True) if round_ % 2 else (True, False):
                     learner, controller = learners[recorded]
@@ -174,6 +176,7 @@ def recorded_share_in_turn(
                     seconds[recorded].append(time.perf_counter() - start)
                     controller.update(round_ + 1, **round_trend(losses, collected))
         finally:
+            gc.unfreeze()
             for learner, _ in learners.values():
                 learner.close()
                 learner.envs.close()

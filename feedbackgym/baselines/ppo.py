@@ -27,6 +27,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -522,36 +523,47 @@ def train_rounds(
     collected while round ``r`` trains, from the trend of round ``r``'s
     collection and round ``r - 1``'s loss.
 
+    While it runs, the objects that exist when it starts (torch's, the
+    envs', the agent's) are left out of the garbage collector's passes
+    (:func:`gc.freeze`): each full pass would walk every one of them again
+    (~340,000 in a trainer, ~160 ms a pass), for no garbage. They are
+    put back when it ends (or is closed).
+
     Args:
         learner: The learner (reset).
         controller: The run's :class:`~feedbackgym.control.FeedbackController`.
         first_round: The round to start at.
         seen: Called right after each round's collection; its value is the
             round's :attr:`RoundResult.seen` (e.g. the envs' feedback counts).
+
     """
     config = learner.config
     overlap = config.overlap_update
-    collected, observed = learner.collect(), seen()
-    losses_before: dict[str, float] | None = None
-    for round_ in range(first_round, config.rounds):
-        last = round_ + 1 >= config.rounds
-        learning_rate = learning_rate_at(config, round_)
-        learner.start_update(learning_rate)
-        if overlap and not last:
-            trend = round_trend(losses_before, collected)
-            controller.update(round_ + 1, **trend)
-            following = learner.collect(), seen()
-        losses = learner.finish_update()
-        if not overlap or last:
-            trend = round_trend(losses, collected)
-            if not last:
+    gc.freeze()
+    try:
+        collected, observed = learner.collect(), seen()
+        losses_before: dict[str, float] | None = None
+        for round_ in range(first_round, config.rounds):
+            last = round_ + 1 >= config.rounds
+            learning_rate = learning_rate_at(config, round_)
+            learner.start_update(learning_rate)
+            if overlap and not last:
+                trend = round_trend(losses_before, collected)
                 controller.update(round_ + 1, **trend)
-        yield RoundResult(round_, learning_rate, collected, losses, trend, observed)
-        if last:
-            return
-        if not overlap:
-            following = learner.collect(), seen()
-        (collected, observed), losses_before = following, losses
+                following = learner.collect(), seen()
+            losses = learner.finish_update()
+            if not overlap or last:
+                trend = round_trend(losses, collected)
+                if not last:
+                    controller.update(round_ + 1, **trend)
+            yield RoundResult(round_, learning_rate, collected, losses, trend, observed)
+            if last:
+                return
+            if not overlap:
+                following = learner.collect(), seen()
+            (collected, observed), losses_before = following, losses
+    finally:
+        gc.unfreeze()
 
 
 def learning_rate_at(config: PPOConfig, round_: int) -> float:

@@ -173,3 +173,23 @@ def test_the_fused_policy_scores_and_samples_as_the_agent_does():
     assert torch.allclose(value, expected_value, atol=1e-5)
     counts = torch.stack([torch.bincount(action[k::5], minlength=4) for k in range(5)])
     assert torch.allclose(counts / 4000.0, probs, atol=0.03)  # drawn from the policy
+
+
+def test_training_leaves_its_set_up_out_of_the_collector_s_passes_and_puts_it_back():
+    import gc
+
+    from feedbackgym.baselines.ppo import start_learner, train_rounds
+
+    learner, controller = start_learner(_config("sparse", total_timesteps=512), torch.device("cpu"))
+    try:
+        assert gc.get_freeze_count() == 0
+        rounds = train_rounds(learner, controller, 0)
+        next(rounds)
+        assert gc.get_freeze_count() > 10_000  # torch, the envs, the agent: frozen
+        next(rounds)
+        rounds.close()  # a consumer that stops early puts them back too
+        assert gc.get_freeze_count() == 0
+        assert [done.index for done in train_rounds(learner, controller, 2)] == [2, 3]
+        assert gc.get_freeze_count() == 0
+    finally:
+        learner.envs.close()
