@@ -195,9 +195,9 @@ class EpisodeBuilder:
     def _watch(self, row: int, info: dict[str, Any]) -> None:
         """Notes the subgoal progress (when it changed) and the feedback of observation ``row``."""
         progress = info.get(SUBGOALS)
-        if progress != self._last_progress:
-            self._last_progress = progress
-            self._progress.append((row, None if progress is None else dict(progress)))
+        if progress != self._last_progress:  # against a copy: an env may update its dict in place
+            self._last_progress = None if progress is None else dict(progress)
+            self._progress.append((row, self._last_progress))
         value = info.get(FEEDBACK)
         if value is None:
             if self._schedule is not None:

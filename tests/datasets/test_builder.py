@@ -30,6 +30,19 @@ def test_subgoal_progress_round_trips_when_the_ids_stay_the_same():
     assert episode.subgoals == progress
 
 
+def test_subgoal_progress_that_the_env_updates_in_place_is_recorded_at_each_change():
+    progress = {"a": False, "b": False}  # one dict, the env's, updated as subgoals are reached
+    builder = EpisodeBuilder(
+        0, {"subgoals": progress}, task_id="t", round="0", seed=None, start_time=0.0
+    )
+    for reached in ("a", None, "b"):
+        if reached:
+            progress[reached] = True
+        builder.add(0, 0, 0.0, False, False, {"subgoals": progress})
+    episode = builder.build(end_time=1.0)
+    assert episode.columns["subgoals/done"].tolist() == [0, 1, 1, 3]
+
+
 def test_subgoal_progress_keeps_every_id_when_the_library_changes():
     episode = _episode([{"a": False}, {"a": True, "b": False}, {"b": True, "a": True}])
     assert episode.meta.subgoal_ids == ("a", "b")
