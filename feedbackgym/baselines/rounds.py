@@ -124,6 +124,24 @@ class RoundBook:
         (:meth:`~feedbackgym.control.FeedbackController.report_reliance`): with a
         reliance rule, the guide's dropout of the rounds to come follows it.
         """
+        evaluation = self._evaluate(round_, timesteps, policy)
+        log("feedback/validation_success", evaluation.success)
+        log("feedback/validation_success_unguided", evaluation.success_unguided)
+        log("feedback/hint_reliance", evaluation.reliance)
+        self.controller.report_reliance(evaluation.reliance)
+        return evaluation
+
+    def validate_clone(self, policy: Policy) -> Evaluation:
+        """Evaluates a behaviour-cloned policy before its first round: ``curve.csv`` at step 0.
+
+        So a run's curve starts where cloning left it. Only the curve has it: the
+        TensorBoard logs and the controller (its reliance rule) start with the
+        rounds.
+        """
+        return self._evaluate(0, 0, policy)
+
+    def _evaluate(self, round_: int, timesteps: int, policy: Policy) -> Evaluation:
+        """Evaluates ``policy`` in round ``round_``'s feedback; appends to ``curve.csv``."""
         controller = self.controller
         state = controller.state if controller.round == round_ else controller.state_at(round_)
         # The policy is sampled (argmax policies loop on repeated inspections), with a fixed
@@ -143,8 +161,4 @@ class RoundBook:
                 "mean_length": evaluation.mean_length,
             },
         )
-        log("feedback/validation_success", evaluation.success)
-        log("feedback/validation_success_unguided", evaluation.success_unguided)
-        log("feedback/hint_reliance", evaluation.reliance)
-        controller.report_reliance(evaluation.reliance)
         return evaluation

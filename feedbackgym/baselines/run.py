@@ -214,7 +214,9 @@ def prepare_run_dir(config: RunConfig, *, resume: bool) -> dict[str, Any]:
             (run_dir / stale).unlink(missing_ok=True)
         shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
     else:
-        drop_curve_rows_after(run_dir / "curve.csv", max(first_round, 0))
+        # validations of rounds not trained yet go; with none trained, a clone's too (it is
+        # cloned and validated again)
+        drop_curve_rows_after(run_dir / "curve.csv", first_round if first_round else -1)
     (run_dir / "config.json").write_text(config.to_json())
     return state
 

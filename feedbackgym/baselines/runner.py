@@ -219,6 +219,8 @@ def train_sb3_run(
         drive = callbacks.callbacks[0]
         assert isinstance(drive, DriveController)
         book = RoundBook(config, controller, eval_env, suffix=".zip", progress=progress)
+        if first_round == 0 and config.bc_episodes:
+            book.validate_clone(lambda obs: int(model.predict(obs, deterministic=False)[0]))
         rounds = _RoundCallback(book, drive)
         remaining = (config.rounds - max(first_round, 0)) * config.n_envs * config.n_steps
         if remaining > 0:

@@ -167,6 +167,8 @@ def _train_rounds(
             action, *_ = agent.act(torch.as_tensor(obs, device=device).unsqueeze(0))
         return int(action.item())
 
+    if first_round == 0 and config.bc_episodes:
+        book.validate_clone(policy)
     for done in train_rounds(learner, controller, first_round, seen=lambda: _rollout(learner)):
         timesteps = (done.index + 1) * steps_per_round
 

@@ -165,6 +165,18 @@ def test_a_torch_run_resumes_where_it_stopped(tmp_path):
         rollback(tmp_path / "nothing")
 
 
+def test_a_cloned_torch_run_s_curve_starts_with_the_clone_and_a_restart_clones_anew(tmp_path):
+    from feedbackgym.baselines.run import prepare_run_dir
+
+    config = _config(tmp_path, steps=128, bc_episodes=20)
+    train_run(config)
+    curve = read_curve(tmp_path / "run")
+    assert list(curve["step"]) == [0, 64, 128] and list(curve["round"]) == [0, 1, 2]
+    (tmp_path / "run" / "state.json").unlink()  # as if it stopped before its first round
+    prepare_run_dir(config, resume=True)
+    assert not read_curve(tmp_path / "run")["step"].size  # the clone is validated again
+
+
 def test_a_torch_run_refuses_a_network_it_cannot_build(tmp_path):
     with pytest.raises(ValueError, match="two hidden layers"):
         train_run(dataclasses.replace(_config(tmp_path), net_arch=[64, 32]))
