@@ -149,9 +149,12 @@ class ComparisonConfig:
         """One :class:`~feedbackgym.baselines.runner.RunConfig` per arm and seed, seed by seed.
 
         Every arm's run of seed 0 comes before any run of seed 1, and so on: runs
-        start in this order, so a comparison stopped part-way (or run with
-        ``jobs=1``) has the same seeds done in every arm, and its table compares
-        like with like.
+        start in this order, so a comparison stopped part-way has the same seeds
+        done in every arm with ``jobs=1``, and with more jobs, one seed more in
+        some arms at most; its table compares like with like.
+
+        Raises:
+            ConfigError: A bad feedback setting or config file.
 
         Example:
             >>> config = ComparisonConfig(
@@ -159,9 +162,6 @@ class ComparisonConfig:
             ... )
             >>> [(run.arm, run.seed) for run in config.run_configs()]
             [('sparse', 0), ('shaping', 0), ('sparse', 1), ('shaping', 1)]
-
-        Raises:
-            ConfigError: A bad feedback setting or config file.
         """
         eval_every = self.eval_every or max(1, self.rounds // 15)
         return [

@@ -58,6 +58,7 @@ from feedbackgym.baselines.flat import Credit, trainer_env
 from feedbackgym.baselines.system import SystemMonitor
 from feedbackgym.baselines.update_worker import UpdateWorker
 from feedbackgym.config import FeedbackConfig
+from feedbackgym.control import FeedbackController
 from feedbackgym.errors import DependencyNotInstalled
 
 try:
@@ -526,8 +527,10 @@ def train_rounds(
     While it runs, the objects that exist when it starts (torch's, the
     envs', the agent's) are left out of the garbage collector's passes
     (:func:`gc.freeze`): each full pass would walk every one of them again
-    (~340,000 in a trainer, ~160 ms a pass), for no garbage. They are
-    put back when it ends (or is closed).
+    (~300,000 in a trainer, ~160 ms a pass), for no garbage. They are
+    put back when it ends or is closed (a consumer that keeps it after an
+    error should close it). If objects are frozen already when it starts,
+    that freeze is the caller's, and left as it is.
 
     Args:
         learner: The learner (reset).
@@ -539,7 +542,9 @@ def train_rounds(
     """
     config = learner.config
     overlap = config.overlap_update
-    gc.freeze()
+    owner = not gc.get_freeze_count()  # a freeze already held (the caller's) is left as it is
+    if owner:
+        gc.freeze()
     try:
         collected, observed = learner.collect(), seen()
         losses_before: dict[str, float] | None = None
@@ -563,7 +568,8 @@ def train_rounds(
                 following = learner.collect(), seen()
             (collected, observed), losses_before = following, losses
     finally:
-        gc.unfreeze()
+        if owner:
+            gc.unfreeze()
 
 
 def learning_rate_at(config: PPOConfig, round_: int) -> float:
@@ -593,8 +599,8 @@ def train(
     np.random.seed(config.seed)
     device = resolve_device(config.device)
     history: list[dict[str, float]] = []
-    system = SystemMonitor()
     learner, controller = start_learner(config, device, record=record)
+    system = SystemMonitor()  # from here: building the envs is not a round's
     try:
         if config.bc_episodes:
             clone_into(learner.agent, config, controller.config, device)
@@ -618,7 +624,7 @@ def train(
 
 def start_learner(
     config: PPOConfig, device: torch.device, *, record: Any = None
-) -> tuple[Learner, Any]:
+) -> tuple[Learner, FeedbackController]:
     """A learner on new envs, reset, and the arm's controller attached to them at round 0.
 
     What every torch training loop starts with (:func:`train`, benchmarks);

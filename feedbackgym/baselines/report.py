@@ -54,6 +54,7 @@ __all__ = [
     "pyplot",
     "run_label",
     "save_plot",
+    "success_by_step",
     "with_ci",
     "write_report",
     "write_tables",
@@ -129,9 +130,10 @@ def find_runs(
             something else).
 
     Returns:
-        The runs with one validation at least in their ``curve.csv``, and a
-        note on each run left out (no validation yet) or not finished (its
-        last validation comes before its budget's last round).
+        The runs with one validation after a round at least in their ``curve.csv``
+        (a clone's, before the first round, is not enough), and a note on each run
+        left out (no validation after a round yet) or not finished (its last
+        validation comes before its budget's last round).
 
     Raises:
         ValueError: A source holds no run, a run's arm and seed are unknown, or
@@ -155,8 +157,8 @@ def find_runs(
                 raise ValueError(f"{run.arm} seed {run.seed} is in both {other} and {run_dir}")
             seen[run.arm, run.seed] = run_dir
             curve = read_curve(run_dir) if (run_dir / "curve.csv").exists() else None
-            if curve is None or not len(curve["step"]):
-                notes.append(f"{run_dir}: no validation yet, left out")
+            if curve is None or not (curve["round"] > 0).any():  # a clone's alone does not count
+                notes.append(f"{run_dir}: no validation after a round yet, left out")
                 continue
             runs.append(run)
             if rounds is not None and curve["round"][-1] < rounds:
@@ -389,14 +391,12 @@ def plot_curves(
             )
     for arm in dict.fromkeys(run.arm for run in runs):
         curves = [read_curve(r.out_dir) for r in runs if r.arm == arm]
-        steps = max((c["step"] for c in curves), key=len)
-        common = min(len(c["step"]) for c in curves)
-        at_step = [
-            [c["success"][i] for c in curves if i < len(c["success"])] for i in range(len(steps))
-        ]
+        steps, at_step = success_by_step(curves)
         mean = np.array([np.mean(values) for values in at_step])
         low, high = np.array([bootstrap_ci(values) for values in at_step]).T
-        short = sum(len(c["step"]) < len(steps) for c in curves)
+        ends = [c["step"][-1] for c in curves]
+        common = int(np.searchsorted(steps, min(ends), side="right"))
+        short = sum(end < steps[-1] for end in ends)
         label = f"{arm} (dashed: {short} short runs left out)" if short else arm
         (line,) = axis.plot(steps[:common], mean[:common], label=label)
         if short:
@@ -406,6 +406,30 @@ def plot_curves(
     axis.set_xlabel("env steps")
     axis.set_ylabel("validation success (mean, 95% CI)")
     return save_plot(figure, axis, out / "curves.png", title=title, legend="upper left")
+
+
+def success_by_step(
+    curves: Sequence[Mapping[str, np.ndarray]],
+) -> tuple[np.ndarray, list[list[float]]]:
+    """Every step some curve validated at, and the curves' success there.
+
+    By step, not by row: a cloned run's curve starts at step 0 (one from before
+    clones were validated, or an uncloned one, does not), and a short run lacks
+    the last steps.
+
+    Example:
+        >>> cloned = {"step": np.array([0, 100, 200]), "success": np.array([0.5, 0.6, 0.7])}
+        >>> older = {"step": np.array([100, 200]), "success": np.array([0.2, 0.3])}
+        >>> steps, success = success_by_step([cloned, older])
+        >>> steps.tolist(), success
+        ([0, 100, 200], [[0.5], [0.6, 0.2], [0.7, 0.3]])
+    """
+    steps = np.unique(np.concatenate([curve["step"] for curve in curves]))
+    success = [
+        [float(c["success"][c["step"] == step][0]) for c in curves if step in c["step"]]
+        for step in steps
+    ]
+    return steps, success
 
 
 def pyplot() -> Any:

@@ -6,7 +6,8 @@ A round's work is done once the learner has trained on its rollout. Then
 the last (hints shown and masked, on the env's held-out seeds, in the
 controller's state; the hint reliance goes to the controller's reliance rule),
 keeps the best checkpoint as the rollback target, and writes ``state.json``
-(see :mod:`~feedbackgym.baselines.rundir`).
+(see :mod:`~feedbackgym.baselines.rundir`). A behaviour-cloned run's clone is
+validated once before the first round (:meth:`RoundBook.validate_clone`).
 """
 
 from __future__ import annotations
@@ -137,6 +138,9 @@ class RoundBook:
         So a run's curve starts where cloning left it. Only the curve has it: the
         TensorBoard logs and the controller (its reliance rule) start with the
         rounds.
+
+        Returns:
+            The clone's evaluation (in round 0's feedback).
         """
         return self._evaluate(0, 0, policy)
 

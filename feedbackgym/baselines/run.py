@@ -190,8 +190,9 @@ def prepare_run_dir(config: RunConfig, *, resume: bool) -> dict[str, Any]:
 
     A new run clears the directory's curve, state and checkpoints. A resumed
     run keeps them and drops validations past its last saved round (a crash
-    between a validation and its round's state would list it twice). Both
-    write ``config.json``.
+    between a validation and its round's state would list it twice); with no
+    round saved, a clone's validation goes too (the run clones and validates
+    again). Both write ``config.json``.
 
     Returns:
         The saved state (``{}`` for a new run), or ``{"finished": True, "state":

@@ -9,7 +9,7 @@ The arms of one study are often run as separate comparisons; this reads every
 writes ``results.csv``, ``results.md``, ``improvement.csv``, ``sooner.csv`` and ``curves.png``
 into ``DIR``, as ``compare`` does (see :mod:`feedbackgym.baselines.report`).
 Runs still in progress count with the validations they have: ``results.md``
-ends with a note on each, and on each run left out (no validation yet).
+ends with a note on each, and on each run left out (no validation after a round yet).
 A run warm-started from N expert demonstrations (``--bc-episodes N``) is
 reported as ``bcN+ARM``; when the runs have more than one N, the report adds
 ``demonstrations.csv``, ``.md`` and ``.png``: success against N per arm

@@ -1,6 +1,7 @@
 import csv
 import json
 import re
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -48,7 +49,7 @@ def test_report_builds_one_report_from_several_comparisons(tmp_path, capsys):
     assert main(["report", "--out", str(out), str(first), str(second)]) == 0
     printed = capsys.readouterr()
     assert "| guide-then-review | 3 | 300 (1 short) |" in printed.out
-    assert "shaping-seed2: no validation yet" in printed.err
+    assert "shaping-seed2: no validation after a round yet" in printed.err
     assert "guide-then-review-seed2: not finished, validated to 200 steps" in printed.err
     results = {row["arm"]: row for row in _read(out / "results.csv")}
     assert list(results) == ["guide-then-review", "shaping"]
@@ -70,7 +71,10 @@ def test_report_builds_one_report_from_several_comparisons(tmp_path, capsys):
     assert re.search(r"\| ≥ [\d,]+ \[[\d,]+, [\d,]+\] \(2/3\) \|", markdown)
     assert "| guide-then-review | shaping | 0.83 [" in markdown  # reaches 80% sooner
     assert "| guide-then-review | shaping | 1.00 [1.00, 1.00] |" in markdown
-    assert "- " + str(second / "runs" / "shaping-seed2") + ": no validation yet" in markdown
+    assert (
+        "- " + str(second / "runs" / "shaping-seed2") + ": no validation after a round yet"
+        in markdown
+    )
     assert (out / "curves.png").stat().st_size > 0
 
 
@@ -210,3 +214,21 @@ def test_runs_without_review_credit_are_reported_apart(tmp_path, capsys):
     assert f"| {arm} (no review credit) | 30 | {arm} | 0 | 0.00 |" in printed
     assert "nan" not in (out / "demonstrations.md").read_text()
     assert len(_phase_bounds(find_runs([tmp_path / "ablated"])[0], None)) == 2
+
+
+def test_a_run_validated_only_as_a_clone_is_left_out_and_curves_meet_by_step(tmp_path):
+    from feedbackgym.baselines.report import success_by_step
+    from feedbackgym.baselines.rundir import read_curve
+
+    cloned = _run(tmp_path, "shaping", 0, [], bc=10)
+    stopped = _run(tmp_path, "shaping", 1, [], bc=10)  # stopped after its clone's validation
+    for run, rows in ((cloned, [0.4, 0.5, 0.6]), (stopped, [0.3])):
+        for i, success in enumerate(rows):  # the clone at step 0, then a validation a round
+            row = dict.fromkeys(CURVE_FIELDS, success) | {"step": 100 * i, "round": i}
+            append_curve(Path(run.out_dir) / "curve.csv", row | {"phase": "none"})
+    older = _run(tmp_path, "guide", 0, [0.1, 0.2])  # from before clones were validated
+    runs, notes = find_runs([tmp_path])
+    assert [run.seed for run in runs if run.arm == "bc10+shaping"] == [0]
+    assert any("shaping-seed1: no validation after a round yet" in note for note in notes)
+    steps, success = success_by_step([read_curve(cloned.out_dir), read_curve(older.out_dir)])
+    assert steps.tolist() == [0, 100, 200] and success == [[0.4], [0.5, 0.1], [0.6, 0.2]]
