@@ -538,7 +538,6 @@ def train_rounds(
         first_round: The round to start at.
         seen: Called right after each round's collection; its value is the
             round's :attr:`RoundResult.seen` (e.g. the envs' feedback counts).
-
     """
     config = learner.config
     overlap = config.overlap_update

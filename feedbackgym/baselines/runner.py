@@ -37,6 +37,7 @@ from feedbackgym.wrappers.stack import make
 
 try:
     from stable_baselines3 import PPO
+    from stable_baselines3.common.base_class import BaseAlgorithm
     from stable_baselines3.common.callbacks import BaseCallback, CallbackList
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor
 except ImportError as error:
@@ -102,19 +103,24 @@ class _RoundCallback(BaseCallback):
         finished, self._trained = self._trained, None
         if finished is None:
             return
-
-        def policy(obs: Any) -> int:
-            action, _ = self.model.predict(obs, deterministic=False)
-            return int(action)
-
         self.book.finish(
             finished,
             timesteps=int(self.model.num_timesteps),
             save=self.model.save,
-            policy=policy,
+            policy=_sampled_policy(self.model),
             pending_report=None if reported else self.drive.trend(),
             log=self.logger.record,
         )
+
+
+def _sampled_policy(model: BaseAlgorithm) -> Callable[[Any], int]:
+    """The model's policy for validation: one observation to one action, sampled."""
+
+    def policy(obs: Any) -> int:
+        action, _ = model.predict(obs, deterministic=False)
+        return int(action)
+
+    return policy
 
 
 def _make_vec_env(config: RunConfig, feedback: FeedbackConfig, store: Any, *, seed: int) -> Any:
@@ -220,7 +226,7 @@ def train_sb3_run(
         assert isinstance(drive, DriveController)
         book = RoundBook(config, controller, eval_env, suffix=".zip", progress=progress)
         if first_round == 0 and config.bc_episodes:
-            book.validate_clone(lambda obs: int(model.predict(obs, deterministic=False)[0]))
+            book.validate_clone(_sampled_policy(model))
         rounds = _RoundCallback(book, drive)
         remaining = (config.rounds - max(first_round, 0)) * config.n_envs * config.n_steps
         if remaining > 0:

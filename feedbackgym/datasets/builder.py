@@ -206,7 +206,7 @@ class EpisodeBuilder:
             return
         get = value.get
         guide, review = get("guide"), get("review")
-        if guide:  # a guide repeats its hint until the next subgoal is reached
+        if guide:  # a guide may give the same hint again (not AddGuide's: each has its step)
             if guide == self._last_guide:
                 guide = self._last_guide
             else:
