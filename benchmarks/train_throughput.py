@@ -39,7 +39,6 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import gc
 import statistics
 import tempfile
 import time
@@ -49,7 +48,7 @@ import torch
 
 import feedbackgym
 from feedbackgym.baselines.arms import arm_config
-from feedbackgym.baselines.ppo import PPOConfig, round_trend, train
+from feedbackgym.baselines.ppo import PPOConfig, train
 from feedbackgym.baselines.torch_run import SB3_EPOCHS
 from feedbackgym.config import FeedbackConfig
 from feedbackgym.datasets import TrajectoryStore
@@ -152,7 +151,7 @@ def recorded_share_in_turn(
     Raises:
         ValueError: Fewer than 3 pairs of rounds (``steps`` too small).
     """
-    from feedbackgym.baselines.ppo import start_learner
+    from feedbackgym.baselines.ppo import start_learner, train_rounds
 
     config = PPOConfig(
         ENV_ID, ARM, total_timesteps=steps, num_envs=num_envs, device="cpu", **settings
@@ -161,23 +160,22 @@ def recorded_share_in_turn(
         raise ValueError(f"{config.rounds} rounds give too few pairs: --steps for 5 or more")
     seconds: dict[bool, list[float]] = {False: [], True: []}
     with TrajectoryStore(store_path, writer="process") as store:
-        learners = {}
+        learners, rounds = {}, {}
         try:
             for recorded in (False, True):
                 record = store if recorded else None
-                learners[recorded] = start_learner(config, torch.device("cpu"), record=record)
-            gc.freeze()  # as ppo.train_rounds does
+                learner, controller = start_learner(config, torch.device("cpu"), record=record)
+                learners[recorded] = learner
+                rounds[recorded] = train_rounds(learner, controller, 0)  # as ppo.train plays them
             for round_ in range(config.rounds):
                 for recorded in (False, True) if round_ % 2 else (True, False):
-                    learner, controller = learners[recorded]
                     start = time.perf_counter()
-                    collected = learner.collect()
-                    losses = learner.update()
+                    next(rounds[recorded])  # a round's collection and update
                     seconds[recorded].append(time.perf_counter() - start)
-                    controller.update(round_ + 1, **round_trend(losses, collected))
         finally:
-            gc.unfreeze()
-            for learner, _ in learners.values():
+            for played in rounds.values():
+                played.close()
+            for learner in learners.values():
                 learner.close()
                 learner.envs.close()
     shares = [p / r for p, r in zip(seconds[False][2:], seconds[True][2:], strict=True)]

@@ -30,7 +30,7 @@ import argparse
 import gc
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field, fields
 from functools import partial
 from typing import Any
@@ -514,7 +514,7 @@ def train_rounds(
     controller: Any,
     first_round: int,
     seen: Callable[[], Any] = lambda: None,
-) -> Iterator[RoundResult]:
+) -> Generator[RoundResult, None, None]:
     """Collects and trains rounds ``first_round`` to the last; yields each once trained on.
 
     The controller must be on ``first_round`` already; each next round's state
