@@ -19,9 +19,10 @@ from feedbackgym.protocol import (
     call_envs,
 )
 
-__all__ = ["Evaluation", "evaluate_policy", "validation_seeds"]
+__all__ = ["Evaluation", "Policy", "evaluate_policy", "validation_seeds"]
 
 Policy = Callable[[Any], int]
+"""Maps one observation to an action (validations sample it)."""
 
 
 @dataclass(frozen=True)

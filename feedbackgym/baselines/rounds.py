@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from feedbackgym.baselines.evaluation import Evaluation, evaluate_policy, validation_seeds
+from feedbackgym.baselines.evaluation import Evaluation, Policy, evaluate_policy, validation_seeds
 from feedbackgym.baselines.rundir import (
     append_curve,
     drop_old_checkpoints,
@@ -34,7 +34,6 @@ except ImportError as error:
 
 __all__ = ["RoundBook"]
 
-Policy = Callable[[Any], int]
 Log = Callable[[str, float], None]
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from feedbackgym.baselines.device import resolve_device
 from feedbackgym.baselines.env_workers import steps_slowly
+from feedbackgym.baselines.evaluation import Policy
 from feedbackgym.baselines.rounds import RoundBook
 from feedbackgym.baselines.run import (
     DEFAULT_NET_ARCH,
@@ -113,7 +114,7 @@ class _RoundCallback(BaseCallback):
         )
 
 
-def _sampled_policy(model: BaseAlgorithm) -> Callable[[Any], int]:
+def _sampled_policy(model: BaseAlgorithm) -> Policy:
     """The model's policy for validation: one observation to one action, sampled."""
 
     def policy(obs: Any) -> int:
