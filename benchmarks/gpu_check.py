@@ -2,7 +2,7 @@
 
 On OpsIncident hard with the guide-then-review+shaping stack, 16 envs in this process,
 ``device="cuda"``: the learner on the GPU, the envs on the CPU. Per round it
-samples :class:`~feedbackgym.baselines.system.SystemMonitor` (GPU memory and,
+samples :class:`~feedbackgym.training.common.system_metrics.SystemMonitor` (GPU memory and,
 with NVML, utilisation); at the end it prints the overall steps/s, the wall
 time, and the mean and peak GPU utilisation and memory. The goal on a machine
 with a GPU: 200k steps in under 5 minutes. Without a CUDA GPU it says so and
@@ -21,7 +21,7 @@ import time
 import numpy as np
 import torch
 
-from feedbackgym.baselines.ppo import PPOConfig, train
+from feedbackgym.training.torch_ppo.ppo import PPOConfig, train
 
 ENV_ID = "feedbackgym/OpsIncidentHard-v0"
 

@@ -40,7 +40,7 @@ import numpy as np
 
 import feedbackgym
 from feedbackgym.datasets import Episode, TrajectoryStore
-from feedbackgym.datasets._codec import EncodedEpisode, decode_encoded
+from feedbackgym.datasets._storage.codec import EncodedEpisode, decode_encoded
 from feedbackgym.datasets.episode import concat_columns
 from feedbackgym.wrappers import RecordTrajectories
 

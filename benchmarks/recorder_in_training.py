@@ -1,7 +1,7 @@
 """Prints what recording costs the process that steps a trainer's envs, per env step.
 
 On OpsIncident hard with the guide-then-review+shaping stack, ``--num-envs``
-stacks are stepped as one :class:`~feedbackgym.baselines.env_workers.EnvWorkers`
+stacks are stepped as one :class:`~feedbackgym.training.workers.env_groups.EnvWorkers`
 group (what an env worker process does each step, random actions, same-step
 reset): without recording; with every episode recorded to a
 :class:`~feedbackgym.datasets.TrajectoryStore` in the stepping process (one
@@ -30,11 +30,11 @@ from functools import partial
 
 import numpy as np
 
-from feedbackgym.baselines.arms import arm_config
-from feedbackgym.baselines.env_workers import EnvWorkers
-from feedbackgym.baselines.flat import trainer_env
 from feedbackgym.config import FeedbackConfig
 from feedbackgym.datasets import TrajectoryStore
+from feedbackgym.training.common.arms import arm_config
+from feedbackgym.training.torch_ppo.trainer_view import trainer_env
+from feedbackgym.training.workers.env_groups import EnvWorkers
 
 ENV_ID = "feedbackgym/OpsIncidentHard-v0"
 ARM = "guide-then-review+shaping"

@@ -2,7 +2,7 @@
 
 The same small comparison (``--arms`` × ``--seeds`` runs of ``--steps`` env
 steps on OpsIncident easy, the torch trainer) runs through
-:func:`~feedbackgym.baselines.ray_runs.run_on_ray` on a fresh
+:func:`~feedbackgym.training.experiments.ray_runs.run_on_ray` on a fresh
 ``ray.cluster_utils.Cluster`` with one node, then on one with two; each node
 has one CPU and each run asks for one. Before the clock starts, one task per
 CPU imports the trainer, so that both clusters start with warm workers.
@@ -24,15 +24,15 @@ from pathlib import Path
 import ray
 from ray.cluster_utils import Cluster
 
-from feedbackgym.baselines.compare import ComparisonConfig
-from feedbackgym.baselines.ray_runs import RayOptions, run_on_ray
+from feedbackgym.training.experiments.compare import ComparisonConfig
+from feedbackgym.training.experiments.ray_runs import RayOptions, run_on_ray
 
 ENV_ID = "feedbackgym/OpsIncidentEasy-v0"
 N_ENVS, N_STEPS = 4, 128
 
 
 def _warm() -> str:
-    import feedbackgym.baselines.torch_run  # noqa: F401  (torch, the trainer, the envs)
+    import feedbackgym.training.torch_ppo.run_torch  # noqa: F401  (torch, the trainer, the envs)
 
     return ray.get_runtime_context().get_node_id()
 

@@ -6,7 +6,7 @@ with two policy networks: SB3's default (64, 64) and the (128, 128) that
 
 The full stack is the guide-then-review+shaping arm (shaping, hints, reviews, the schedule
 driven by a :class:`~feedbackgym.control.FeedbackController` through
-:func:`~feedbackgym.baselines.callbacks.feedback_callbacks`) with every
+:func:`~feedbackgym.training.sb3.callbacks.feedback_callbacks`) with every
 episode recorded to an HDF5 store by ``RecordTrajectories``.
 
 Usage:
@@ -27,12 +27,12 @@ from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.vec_env import DummyVecEnv, VecMonitor
 
 import feedbackgym
-from feedbackgym.baselines.arms import arm_config
-from feedbackgym.baselines.callbacks import feedback_callbacks
-from feedbackgym.baselines.runner import DEFAULT_NET_ARCH
 from feedbackgym.config import FeedbackConfig, merge_config
 from feedbackgym.control import FeedbackController
 from feedbackgym.datasets import TrajectoryStore
+from feedbackgym.training.common.arms import arm_config
+from feedbackgym.training.sb3.callbacks import feedback_callbacks
+from feedbackgym.training.sb3.run_sb3 import DEFAULT_NET_ARCH
 
 gym.register_envs(feedbackgym)
 ENV_ID = "feedbackgym/OpsIncidentMedium-v0"

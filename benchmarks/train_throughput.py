@@ -7,7 +7,7 @@ the schedule), each measured in this process one after another, best of
 * env + stack: the stacks stepped with random actions, no learner (what the
   envs could feed a trainer);
 * SB3 PPO (the ``compare`` default network, 8 envs, the feedback callbacks);
-* the torch trainer (:func:`feedbackgym.baselines.ppo.train`) at its defaults
+* the torch trainer (:func:`feedbackgym.training.torch_ppo.ppo.train`) at its defaults
   (CleanRL's 4 epochs, 2 threads in the update), its envs in the learner's
   process or stepped by one worker process (``--env-workers 1``) while the
   learner acts, each without and with every episode recorded to an HDF5 store;
@@ -47,11 +47,11 @@ import numpy as np
 import torch
 
 import feedbackgym
-from feedbackgym.baselines.arms import arm_config
-from feedbackgym.baselines.ppo import PPOConfig, train
-from feedbackgym.baselines.torch_run import SB3_EPOCHS
 from feedbackgym.config import FeedbackConfig
 from feedbackgym.datasets import TrajectoryStore
+from feedbackgym.training.common.arms import arm_config
+from feedbackgym.training.torch_ppo.ppo import PPOConfig, train
+from feedbackgym.training.torch_ppo.run_torch import SB3_EPOCHS
 
 ENV_ID = "feedbackgym/OpsIncidentHard-v0"
 OVERLAP = {"overlap_update": True, "update_threads": 1}
@@ -82,9 +82,9 @@ def sb3_rate(steps: int, config: FeedbackConfig) -> float:
     from stable_baselines3.common.logger import Logger
     from stable_baselines3.common.vec_env import DummyVecEnv, VecMonitor
 
-    from feedbackgym.baselines.callbacks import feedback_callbacks
-    from feedbackgym.baselines.runner import DEFAULT_NET_ARCH
     from feedbackgym.control import FeedbackController
+    from feedbackgym.training.sb3.callbacks import feedback_callbacks
+    from feedbackgym.training.sb3.run_sb3 import DEFAULT_NET_ARCH
 
     venv = VecMonitor(DummyVecEnv([lambda: feedbackgym.make(ENV_ID, config)] * 8))
     model = PPO(
@@ -151,7 +151,7 @@ def recorded_share_in_turn(
     Raises:
         ValueError: Fewer than 3 pairs of rounds (``steps`` too small).
     """
-    from feedbackgym.baselines.ppo import start_learner, train_rounds
+    from feedbackgym.training.torch_ppo.ppo import start_learner, train_rounds
 
     config = PPOConfig(
         ENV_ID, ARM, total_timesteps=steps, num_envs=num_envs, device="cpu", **settings

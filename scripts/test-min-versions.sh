@@ -78,8 +78,8 @@ cd "$WORK/src"
 CI= "$VENV_PYTHON" -m pytest -q -p no:cacheprovider \
     tests/test_core.py tests/test_config.py tests/test_schedules.py tests/test_control.py \
     tests/test_import.py tests/test_cli.py tests/wrappers tests/envs/ops tests/datasets \
-    tests/baselines/test_ppo.py tests/baselines/test_torch_run.py \
-    tests/baselines/test_callbacks.py tests/baselines/test_runner.py "$@"
+    tests/training/test_ppo.py tests/training/test_run_torch.py \
+    tests/training/test_callbacks.py tests/training/test_run_sb3.py "$@"
 CI= "$VENV_PYTHON" -m pytest -q -p no:cacheprovider tests/envs/test_registry.py -k Ops
 
 # The main job's command, shortened to one seed of four rounds, by a user who is not root.

@@ -212,7 +212,7 @@ def test_the_reward_drop_alert_comes_from_the_config_and_resumes_its_streak():
 
 
 def test_a_run_s_schedule_counts_rounds():
-    from feedbackgym.baselines.arms import arm_config
+    from feedbackgym.training.common.arms import arm_config
 
     with pytest.raises(ConfigError, match="rounds"):
         arm_config("guide", merge_config(FeedbackConfig(), {"schedule": {"unit": "steps"}}), 10)

@@ -31,14 +31,13 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "feedback": ("feedbackgym.control", "feedbackgym.feedback", "feedbackgym.schedules"),
     "envs": ("feedbackgym.envs",),
     "datasets": ("feedbackgym.datasets",),
-    "wrappers": (
-        "feedbackgym.agent",
-        "feedbackgym.experts",
-        "feedbackgym.llm_server",
-        "feedbackgym.rollout",
-        "feedbackgym.wrappers",
-    ),
-    "baselines": ("feedbackgym.baselines",),
+    "wrappers": ("feedbackgym.experts", "feedbackgym.rollout", "feedbackgym.wrappers"),
+    "language": ("feedbackgym.language",),
+    "training.workers": ("feedbackgym.training.workers",),
+    "training.common": ("feedbackgym.training.common",),
+    "training.trainers": ("feedbackgym.training.torch_ppo", "feedbackgym.training.sb3"),
+    "training.experiments": ("feedbackgym.training.experiments",),
+    "training": ("feedbackgym.training",),
     "cli": ("feedbackgym.__main__", "feedbackgym.cli"),
     "package": ("feedbackgym",),
 }
@@ -131,17 +130,87 @@ def test_every_module_has_a_layer():
         pytest.fail(f"declare the layer of {', '.join(missing)} in LAYERS (tests/test_layers.py)")
 
 
-def test_layers_import_only_downwards():
-    upward = [
-        f"{edge}: {edge.source} ({source}) imports {edge.target} ({target}, a higher layer)"
-        for edges in GRAPH.values()
-        for edge in edges
-        if (source := _layer(edge.source))
-        and (target := _layer(edge.target))
-        and RANKS[target] > RANKS[source]
-    ]
-    if upward:
-        pytest.fail("imports from a lower layer into a higher one:\n" + "\n".join(upward))
+TRAINING = f"{PACKAGE}.training"
+
+
+def _may_import(subpackage: str) -> set[str]:
+    """The sibling subpackages of ``training`` that ``subpackage``'s docstring allows it."""
+    path = ROOT / "training" / subpackage / "__init__.py"
+    docstring = ast.get_docstring(ast.parse(path.read_text())) or ""
+    lines = [line for line in docstring.splitlines() if line.startswith("May import:")]
+    if len(lines) != 1:
+        raise AssertionError(f"{path.relative_to(ROOT.parent)}: no single 'May import:' line")
+    allowed = lines[0].removeprefix("May import:").split("(")[0]
+    return {name.strip() for name in allowed.split(",") if name.strip()}
+
+
+def _subpackage(module: str) -> str | None:
+    """The subpackage of ``training`` that ``module`` is in (``None`` outside one)."""
+    parts = module.split(".")
+    inside = module.startswith(TRAINING + ".") and len(parts) > 3
+    return parts[2] if inside or (module.startswith(TRAINING + ".") and len(parts) == 3) else None
+
+
+SUBPACKAGES = sorted(path.parent.name for path in (ROOT / "training").glob("*/__init__.py"))
+MAY_IMPORT = {name: _may_import(name) for name in SUBPACKAGES}
+
+
+def _violations(graph: dict[str, list[Import]]) -> list[str]:
+    """Each edge of ``graph`` that imports upwards or into a sibling its docstring forbids."""
+    found = []
+    for edges in graph.values():
+        for edge in edges:
+            source, target = _layer(edge.source), _layer(edge.target)
+            if source and target and RANKS[target] > RANKS[source]:
+                found.append(
+                    f"{edge}: {edge.source} ({source}) imports {edge.target} "
+                    f"({target}, a higher layer)"
+                )
+                continue
+            mine, theirs = _subpackage(edge.source), _subpackage(edge.target)
+            if mine and theirs and mine != theirs and theirs not in MAY_IMPORT[mine]:
+                found.append(
+                    f"{edge}: training.{mine} imports training.{theirs}, which its "
+                    f"docstring's 'May import:' line does not name"
+                )
+    return found
+
+
+def test_layers_import_only_downwards_and_siblings_as_declared():
+    violations = _violations(GRAPH)
+    if violations:
+        pytest.fail("imports against the layers:\n" + "\n".join(violations))
+
+
+@pytest.mark.parametrize(
+    ("module", "statement"),
+    [
+        # upward: the wrappers layer reaching into the trainers
+        ("feedbackgym.rollout", "from feedbackgym.training.common.arms import arm_config"),
+        # upward inside training: what every run shares reaching into an experiment
+        (
+            "feedbackgym.training.common.arms",
+            "from feedbackgym.training.experiments.stats import iqm",
+        ),
+        # siblings whose docstrings say neither imports the other
+        ("feedbackgym.training.sb3.run_sb3", "import feedbackgym.training.torch_ppo.ppo"),
+        (
+            "feedbackgym.training.torch_ppo.ppo",
+            "from feedbackgym.training.sb3.callbacks import feedback_callbacks",
+        ),
+    ],
+)
+def test_an_added_forbidden_import_fails(module, statement):
+    graph = dict(GRAPH)
+    graph[module] = _imports(module, MODULES[module].read_text() + "\n" + statement + "\n")
+    assert _violations(GRAPH) == []
+    assert len(_violations(graph)) == 1
+
+
+def test_every_training_subpackage_declares_its_imports():
+    assert set(SUBPACKAGES) == {"common", "experiments", "sb3", "torch_ppo", "workers"}
+    assert MAY_IMPORT["torch_ppo"] == {"workers", "common"}
+    assert "torch_ppo" not in MAY_IMPORT["sb3"]
 
 
 def _cycles() -> list[list[str]]:
@@ -190,3 +259,43 @@ def f():
         "feedbackgym.registration",
         "feedbackgym.datasets.store",
     }
+
+
+def _node(module: str) -> str:
+    """The picture's node of ``module``: its layer, or its subpackage inside ``training``."""
+    sub = _subpackage(module)
+    return f"training.{sub}" if sub else str(_layer(module))
+
+
+def mermaid() -> str:
+    """The import graph between layers and training's subpackages, as a Mermaid flowchart.
+
+    Each arrow is "imports"; the arrows into ``core`` (every layer has them) are left
+    out. ``docs/developing.md`` shows this text (regenerate it with
+    ``python -m tests.test_layers``).
+    """
+    ranks = {_node(module): RANKS[str(_layer(module))] for module in MODULES}
+    edges = sorted(
+        {
+            (_node(edge.source), _node(edge.target))
+            for edges in GRAPH.values()
+            for edge in edges
+            if _node(edge.source) != _node(edge.target) and _layer(edge.target) != "core"
+        }
+    )
+    names = sorted({name for edge in edges for name in edge}, key=lambda n: (ranks[n], n))
+    ids = {name: name.replace(".", "_") for name in names}
+    lines = ["flowchart BT"]
+    lines += [f'    {ids[name]}["{name}"]' for name in names]
+    lines += [f"    {ids[a]} --> {ids[b]}" for a, b in edges]
+    return "\n".join(lines)
+
+
+def test_the_architecture_picture_in_the_docs_is_the_import_graph():
+    text = (ROOT.parent / "docs" / "developing.md").read_text()
+    shown = text.split("```mermaid\n", 1)[1].split("```", 1)[0].strip()
+    assert shown == mermaid(), "regenerate it: python -m tests.test_layers"
+
+
+if __name__ == "__main__":
+    print(mermaid())

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from feedbackgym.baselines.env_workers import ENV_BACKENDS
-from feedbackgym.baselines.trainers import DEFAULT_TRAINER, TRAINERS
 from feedbackgym.cli._helpers import fraction, positive_int
 from feedbackgym.config import ExploreConfig, RelianceConfig
+from feedbackgym.training.common.trainer_names import DEFAULT_TRAINER, TRAINERS
+from feedbackgym.training.workers.env_groups import ENV_BACKENDS
 from feedbackgym.wrappers.shaping import TERMINAL_MODES
 
 __all__ = ["add_run_arguments", "feedback_overrides", "given_run_settings"]

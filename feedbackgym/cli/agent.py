@@ -65,9 +65,9 @@ def add_commands(commands: Any) -> None:
 
 
 def _cmd_agent(args: argparse.Namespace) -> int:
-    from feedbackgym.agent import run_agent
     from feedbackgym.cli._helpers import make_env
     from feedbackgym.feedback.llm import BASE_URL_ENV, MODEL_ENV, ChatClient
+    from feedbackgym.language.agent_loop import run_agent
 
     make_env(args.env, {}).close()  # an unknown id: one line, with close ids
     client = ChatClient(args.base_url, args.model, timeout_s=args.timeout)

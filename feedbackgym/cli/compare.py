@@ -7,7 +7,7 @@ Usage::
         [--gpus-per-run N] [--shared-out] [--ship-every SECONDS]
 
 :func:`_add_arguments` declares the flags and :func:`_comparison_config`
-turns them into a :class:`~feedbackgym.baselines.compare.ComparisonConfig`;
+turns them into a :class:`~feedbackgym.training.experiments.compare.ComparisonConfig`;
 the baselines load only when the command runs.
 """
 
@@ -22,8 +22,8 @@ from feedbackgym.cli._runs import add_run_arguments, feedback_overrides, given_r
 from feedbackgym.schedules import ARMS
 
 if TYPE_CHECKING:
-    from feedbackgym.baselines.compare import ComparisonConfig
-    from feedbackgym.baselines.ray_runs import RayOptions
+    from feedbackgym.training.experiments.compare import ComparisonConfig
+    from feedbackgym.training.experiments.ray_runs import RayOptions
 
 __all__ = ["add_commands"]
 
@@ -119,7 +119,7 @@ def _ray_options(args: argparse.Namespace) -> RayOptions | None:
             verb = "needs" if len(given) == 1 else "need"
             raise CommandError(f"{', '.join(given)} {verb} --backend ray")
         return None
-    from feedbackgym.baselines.ray_runs import RayOptions
+    from feedbackgym.training.experiments.ray_runs import RayOptions
 
     return RayOptions(
         address=args.address,
@@ -137,7 +137,7 @@ def _comparison_config(args: argparse.Namespace) -> ComparisonConfig:
         CommandError: Neither ``--quick`` nor every one of ``--env --arms
             --seeds --steps`` is given, or the env id is unknown.
     """
-    from feedbackgym.baselines.compare import QUICK, ComparisonConfig
+    from feedbackgym.training.experiments.compare import QUICK, ComparisonConfig
 
     settings: dict[str, Any] = dict(QUICK) if args.quick else {}
     given = {
@@ -174,7 +174,7 @@ def _comparison_config(args: argparse.Namespace) -> ComparisonConfig:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from feedbackgym.baselines.compare import run_comparison
+    from feedbackgym.training.experiments.compare import run_comparison
 
     ray = _ray_options(args)  # a missing extra or a stray flag before any env is made
     run_comparison(_comparison_config(args), resume=args.resume, ray=ray)

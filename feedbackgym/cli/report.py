@@ -7,13 +7,13 @@ Usage::
 The arms of one study are often run as separate comparisons; this reads every
 ``SRC/runs/*/curve.csv`` (each run's arm and seed from its ``config.json``) and
 writes ``results.csv``, ``results.md``, ``improvement.csv``, ``sooner.csv`` and ``curves.png``
-into ``DIR``, as ``compare`` does (see :mod:`feedbackgym.baselines.report`).
+into ``DIR``, as ``compare`` does (see :mod:`feedbackgym.training.experiments.report`).
 Runs still in progress count with the validations they have: ``results.md``
 ends with a note on each, and on each run left out (no validation after a round yet).
 A run warm-started from N expert demonstrations (``--bc-episodes N``) is
 reported as ``bcN+ARM``; when the runs have more than one N, the report adds
 ``demonstrations.csv``, ``.md`` and ``.png``: success against N per arm
-(see :mod:`feedbackgym.baselines.demonstrations`).
+(see :mod:`feedbackgym.training.experiments.demonstrations`).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def add_commands(commands: Any) -> None:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from feedbackgym.baselines.report import find_runs, write_report
+    from feedbackgym.training.experiments.report import find_runs, write_report
 
     runs, notes = find_runs(args.sources, _renames(args.rename, args.sources))
     for note in notes:
@@ -65,7 +65,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     tables = ", ".join(f"{out}/{name}" for name in ("results.csv", "improvement.csv", "sooner.csv"))
     print(f"tables: {tables}, curves: {out}/curves.png")
     if len({run.demonstrations for run in runs}) > 1:
-        from feedbackgym.baselines.demonstrations import write_demonstrations
+        from feedbackgym.training.experiments.demonstrations import write_demonstrations
 
         write_demonstrations(out, runs, title=f"{envs}: success against demonstrations")
         print((out / "demonstrations.md").read_text())

@@ -41,8 +41,8 @@ def add_commands(commands: Any) -> None:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from feedbackgym.baselines.run import RunConfig
-    from feedbackgym.baselines.train import train_run
+    from feedbackgym.training.common.run_settings import RunConfig
+    from feedbackgym.training.experiments.launch import train_run
 
     env_kwargs = parse_kwargs(args.kwarg)
     make_env(args.env_id, env_kwargs).close()  # a clear error for an unknown id, before the run

@@ -23,13 +23,13 @@ from typing import Any
 
 import numpy as np
 
-from feedbackgym.datasets._codec import (
+from feedbackgym.datasets._storage.codec import (
     EncodedEpisode,
     column_pieces,
     decode_encoded,
     text_pieces,
 )
-from feedbackgym.datasets._packing import Column, Packer
+from feedbackgym.datasets._storage.packing import Column, Packer
 from feedbackgym.datasets.columns import PHASE_DTYPE, leaf_values, row_bytes
 from feedbackgym.datasets.episode import Episode, EpisodeMeta, FeedbackType
 from feedbackgym.protocol import ENV_REWARD, FEEDBACK, IS_SUCCESS, SHAPING_REWARD, SUBGOALS

@@ -49,10 +49,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from feedbackgym.datasets._catalog import Catalog, Entry, load_episodes, segment_files
-from feedbackgym.datasets._codec import decode_episode
-from feedbackgym.datasets._segment import read_index, write_segment
-from feedbackgym.datasets._wal import read_log
+from feedbackgym.datasets._storage.catalog import Catalog, Entry, load_episodes, segment_files
+from feedbackgym.datasets._storage.codec import decode_episode
+from feedbackgym.datasets._storage.segment import read_index, write_segment
+from feedbackgym.datasets._storage.wal import read_log
 from feedbackgym.datasets.episode import Episode
 from feedbackgym.datasets.errors import DamagedFile, StoreError, damaged_file
 

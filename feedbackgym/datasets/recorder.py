@@ -12,8 +12,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from feedbackgym.datasets._packing import Packer
-from feedbackgym.datasets._segment import group_path
+from feedbackgym.datasets._storage.packing import Packer
+from feedbackgym.datasets._storage.segment import group_path
 from feedbackgym.datasets.builder import EpisodeBuilder
 from feedbackgym.datasets.store import TrajectoryStore
 

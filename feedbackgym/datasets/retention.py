@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from feedbackgym.config import RetentionConfig
-from feedbackgym.datasets._catalog import COLD_DIR, Catalog, Entry, load_episodes
-from feedbackgym.datasets._hdf5 import h5py
-from feedbackgym.datasets._segment import SegmentRef, write_segment
-from feedbackgym.datasets._writer import shard_writer_alive
+from feedbackgym.datasets._storage.catalog import COLD_DIR, Catalog, Entry, load_episodes
+from feedbackgym.datasets._storage.hdf5 import h5py
+from feedbackgym.datasets._storage.segment import SegmentRef, write_segment
+from feedbackgym.datasets._storage.writer import shard_writer_alive
 from feedbackgym.datasets.errors import StoreError, describe_os_error
 from feedbackgym.datasets.store import TrajectoryStore
 

@@ -21,12 +21,12 @@ from typing import Any, TypedDict, Unpack
 
 import numpy as np
 
-from feedbackgym.datasets import _sampling, _writer_process
-from feedbackgym.datasets._catalog import Catalog, Entry, load_episodes
-from feedbackgym.datasets._codec import EncodedEpisode, encode_episode
-from feedbackgym.datasets._recovery import recover
-from feedbackgym.datasets._writer import ShardWriter, WriterOptions
-from feedbackgym.datasets._writer_process import WriterProcess
+from feedbackgym.datasets._storage import sampling, writer_process
+from feedbackgym.datasets._storage.catalog import Catalog, Entry, load_episodes
+from feedbackgym.datasets._storage.codec import EncodedEpisode, encode_episode
+from feedbackgym.datasets._storage.recovery import recover
+from feedbackgym.datasets._storage.writer import ShardWriter, WriterOptions
+from feedbackgym.datasets._storage.writer_process import WriterProcess
 from feedbackgym.datasets.builder import EpisodeBuilder
 from feedbackgym.datasets.episode import Episode, EpisodeMeta
 from feedbackgym.datasets.errors import DamagedFile, StoreError, describe_os_error
@@ -263,7 +263,7 @@ class TrajectoryStore:
             _OPEN.discard(self)
         try:
             if process is not None:
-                _writer_process.release(process)
+                writer_process.release(process)
         finally:
             if writer is not None:
                 writer.close()
@@ -294,7 +294,7 @@ class TrajectoryStore:
         with self._lock:
             process = self._own_process()
             if process is None:
-                process = self._process = _writer_process.acquire(self.path, self.options)
+                process = self._process = writer_process.acquire(self.path, self.options)
                 self._process_pid = os.getpid()
                 _OPEN.add(self)
             return process
@@ -401,10 +401,10 @@ class TrajectoryStore:
         """
         matched = self._matching(filters)
         rng = self._rng if seed is None else np.random.default_rng(seed)
-        batch = _sampling.sample_batch(
+        batch = sampling.sample_batch(
             self._catalog, matched, batch_size, recent_fraction, min_old_fraction, rng
         )
-        return _sampling.to_torch(batch, device) if as_torch else batch
+        return sampling.to_torch(batch, device) if as_torch else batch
 
     def fill_replay_buffer(
         self,
@@ -427,7 +427,7 @@ class TrajectoryStore:
         """
         if reward not in ("rewards", "env_rewards", "shaping_rewards"):
             raise ValueError(f"reward must name a reward column, got {reward!r}")
-        return _sampling.fill_replay_buffer(buffer, self.iter_episodes(**filters), reward)
+        return sampling.fill_replay_buffer(buffer, self.iter_episodes(**filters), reward)
 
     def _matching(self, filters: EpisodeFilter) -> list[Entry]:
         unknown = set(filters) - set(EpisodeFilter.__annotations__)

@@ -8,9 +8,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from feedbackgym.datasets._catalog import COLD_DIR, Catalog, Entry, load_episodes, segment_files
-from feedbackgym.datasets._hdf5 import h5py
-from feedbackgym.datasets._segment import DAMAGE_ERRORS, SegmentRef, as_read_error
+from feedbackgym.datasets._storage.catalog import (
+    COLD_DIR,
+    Catalog,
+    Entry,
+    load_episodes,
+    segment_files,
+)
+from feedbackgym.datasets._storage.hdf5 import h5py
+from feedbackgym.datasets._storage.segment import DAMAGE_ERRORS, SegmentRef, as_read_error
 from feedbackgym.datasets.episode import FeedbackType
 from feedbackgym.datasets.errors import DamagedFile, StoreError, damaged_file
 

@@ -29,11 +29,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from feedbackgym.datasets._catalog import segment_files
-from feedbackgym.datasets._codec import decode_episode
-from feedbackgym.datasets._hdf5 import h5py
-from feedbackgym.datasets._segment import DAMAGE_ERRORS, as_read_error, read_index
-from feedbackgym.datasets._wal import read_log
+from feedbackgym.datasets._storage.catalog import segment_files
+from feedbackgym.datasets._storage.codec import decode_episode
+from feedbackgym.datasets._storage.hdf5 import h5py
+from feedbackgym.datasets._storage.segment import DAMAGE_ERRORS, as_read_error, read_index
+from feedbackgym.datasets._storage.wal import read_log
 from feedbackgym.datasets.errors import DamagedFile, StoreError, damaged_file
 
 __all__ = ["QUARANTINE_DIR", "quarantine", "verify_store"]

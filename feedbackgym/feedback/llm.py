@@ -16,7 +16,7 @@ user message, with ``$name`` placeholders (:class:`string.Template`). The
 built-in ones (``guide``, ``review``, ``agent``) ship in
 ``feedbackgym/feedback/prompts/``; pass ``template=PATH`` for your own. Each
 built-in prompt ends with the request as JSON in a fenced block, so a server
-can read it (``python -m feedbackgym.llm_server`` does: a stand-in that
+can read it (``python -m feedbackgym.language.stand_in_server`` does: a stand-in that
 answers from the built-in generators, for tests and trying things out).
 
 Named as ``"feedbackgym.feedback.llm:LLMGuide"`` (made with no arguments), a

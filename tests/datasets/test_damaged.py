@@ -16,9 +16,9 @@ import pytest
 
 from feedbackgym.cli import main
 from feedbackgym.datasets import DamagedFile, DamagedFileWarning, Episode, TrajectoryStore
-from feedbackgym.datasets._codec import encode_episode, record_body
-from feedbackgym.datasets._segment import write_segment
-from feedbackgym.datasets._wal import LogFile, frame
+from feedbackgym.datasets._storage.codec import encode_episode, record_body
+from feedbackgym.datasets._storage.segment import write_segment
+from feedbackgym.datasets._storage.wal import LogFile, frame
 from feedbackgym.wrappers import RecordTrajectories
 
 from .utils import play

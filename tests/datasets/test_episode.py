@@ -8,7 +8,7 @@ import pytest
 from gymnasium import spaces
 
 from feedbackgym.datasets import TrajectoryStore
-from feedbackgym.datasets._codec import (
+from feedbackgym.datasets._storage.codec import (
     concat_encoded,
     decode_encoded,
     decode_episode,

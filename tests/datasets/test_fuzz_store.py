@@ -30,8 +30,8 @@ from hypothesis import strategies as st
 
 from feedbackgym.cli import main
 from feedbackgym.datasets import DamagedFileWarning, Episode, TrajectoryStore
-from feedbackgym.datasets._codec import decode_episode, encode_episode, record_body
-from feedbackgym.datasets._wal import FILE_MAGIC, LogFile, frame
+from feedbackgym.datasets._storage.codec import decode_episode, encode_episode, record_body
+from feedbackgym.datasets._storage.wal import FILE_MAGIC, LogFile, frame
 from feedbackgym.datasets.summary import summarize
 from feedbackgym.datasets.verify import verify_store
 from feedbackgym.errors import FeedbackGymError

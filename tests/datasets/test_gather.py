@@ -7,8 +7,8 @@ import pytest
 
 from feedbackgym.cli import main
 from feedbackgym.datasets import StoreError, TrajectoryStore, gather
-from feedbackgym.datasets._catalog import Catalog
-from feedbackgym.datasets._segment import write_segment
+from feedbackgym.datasets._storage.catalog import Catalog
+from feedbackgym.datasets._storage.segment import write_segment
 from feedbackgym.wrappers import RecordTrajectories
 from tests.datasets.utils import play
 

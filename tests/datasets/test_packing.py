@@ -6,7 +6,7 @@ import pytest
 from gymnasium import spaces
 
 from feedbackgym.datasets import TrajectoryStore
-from feedbackgym.datasets._packing import Packer
+from feedbackgym.datasets._storage.packing import Packer
 from feedbackgym.datasets.builder import EpisodeBuilder
 from feedbackgym.datasets.columns import flatten_values
 from feedbackgym.wrappers import RecordTrajectories

@@ -11,8 +11,8 @@ import h5py
 from feedbackgym.cli import main
 from feedbackgym.config import RetentionConfig
 from feedbackgym.datasets import TrajectoryStore, prune
-from feedbackgym.datasets._catalog import Catalog, load_episodes
-from feedbackgym.datasets._segment import write_segment
+from feedbackgym.datasets._storage.catalog import Catalog, load_episodes
+from feedbackgym.datasets._storage.segment import write_segment
 from feedbackgym.wrappers import RecordTrajectories
 
 from .utils import play

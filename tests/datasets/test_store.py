@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from feedbackgym.datasets import Episode, TrajectoryStore
-from feedbackgym.datasets._codec import encode_episode, record_body
-from feedbackgym.datasets._segment import write_segment
-from feedbackgym.datasets._wal import LogFile, frame
+from feedbackgym.datasets._storage.codec import encode_episode, record_body
+from feedbackgym.datasets._storage.segment import write_segment
+from feedbackgym.datasets._storage.wal import LogFile, frame
 from feedbackgym.wrappers import RecordTrajectories
 
 from .utils import feedback_stack, play

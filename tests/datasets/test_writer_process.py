@@ -48,7 +48,7 @@ def test_the_writer_runs_only_on_cpu_time_nothing_else_wants(store_path):
 def test_the_writer_sets_every_thread_idle_and_back_to_normal_when_it_may():
     script = """
 import os, threading
-from feedbackgym.datasets._writer_main import set_idle
+from feedbackgym.datasets._storage.writer_main import set_idle
 ready, stop = threading.Event(), threading.Event()
 thread = threading.Thread(target=lambda: (ready.set(), stop.wait()))
 thread.start(); ready.wait()
@@ -104,11 +104,11 @@ def test_the_writer_reads_requests_in_batches_pausing_only_when_the_pipe_is_dry(
     import os
     import threading
 
-    from feedbackgym.datasets import _channel
-    from feedbackgym.datasets._channel import RequestReader, request, write_all
+    from feedbackgym.datasets._storage import channel
+    from feedbackgym.datasets._storage.channel import RequestReader, request, write_all
 
     pauses = []
-    monkeypatch.setattr(_channel.time, "sleep", pauses.append)
+    monkeypatch.setattr(channel.time, "sleep", pauses.append)
     big = request("episode", 1, np.arange(300_000))  # over one read (1 MiB): split across reads
     small = [request("episode", seq) for seq in (2, 3)]
     torn = request("close", 4)[:-3]
@@ -135,7 +135,7 @@ def test_the_writer_reads_requests_in_batches_pausing_only_when_the_pipe_is_dry(
 
 
 def test_a_flush_with_nothing_new_sent_costs_no_round_trip(store_path, monkeypatch):
-    from feedbackgym.datasets import _writer_process
+    from feedbackgym.datasets._storage import writer_process
 
     with TrajectoryStore(store_path, writer="process") as store:
         recorder = EpisodeRecorder(store, "task")
@@ -150,7 +150,7 @@ def test_a_flush_with_nothing_new_sent_costs_no_round_trip(store_path, monkeypat
         _record(recorder, np.zeros(2, np.float32), seed=2)
         store.flush()
         assert len(sent) == 3  # the episode and its flush
-        assert isinstance(writer, _writer_process.WriterProcess)
+        assert isinstance(writer, writer_process.WriterProcess)
     with TrajectoryStore(store_path) as store:
         assert sorted(e.meta.seed for e in store.iter_episodes()) == [1, 2]
 
@@ -159,11 +159,11 @@ def test_the_writer_reads_at_once_after_answering_a_request_its_sender_waits_on(
     import os
     import threading
 
-    from feedbackgym.datasets import _channel
-    from feedbackgym.datasets._channel import RequestReader, request, write_all
+    from feedbackgym.datasets._storage import channel
+    from feedbackgym.datasets._storage.channel import RequestReader, request, write_all
 
     pauses = []
-    monkeypatch.setattr(_channel.time, "sleep", pauses.append)
+    monkeypatch.setattr(channel.time, "sleep", pauses.append)
     read_fd, write_fd = os.pipe()
     write_all(write_fd, request("flush", 1))
     reader = RequestReader(read_fd, pause_s=0.02)

@@ -134,9 +134,9 @@ def test_close_twice_and_vector_env(spec):
 
 @pytest.mark.parametrize("spec", SPECS, ids=[s.id for s in SPECS])
 def test_every_id_holds_out_validation_seeds_no_training_seed_reaches(spec):
-    from feedbackgym.baselines.evaluation import validation_seeds
     from feedbackgym.envs.base import TRAIN_SEED_LIMIT
     from feedbackgym.experts import held_out_seeds
+    from feedbackgym.training.common.validation import validation_seeds
 
     env = _make(spec, "vector")
     try:
@@ -149,8 +149,8 @@ def test_every_id_holds_out_validation_seeds_no_training_seed_reaches(spec):
 
 
 def test_a_third_party_env_is_validated_on_seeds_above_every_training_seed():
-    from feedbackgym.baselines.evaluation import validation_seeds
     from feedbackgym.envs.base import VALIDATION_SEED_START
+    from feedbackgym.training.common.validation import validation_seeds
 
     env = gym.make("CartPole-v1")
     assert validation_seeds(env, 3) == [VALIDATION_SEED_START + k for k in range(3)]

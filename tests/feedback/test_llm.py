@@ -1,6 +1,7 @@
 """The LLM guide and reviewer against a real server process on loopback.
 
-The server is ``feedbackgym.llm_server``: a STAND-IN that speaks the OpenAI chat API and
+The server is ``feedbackgym.language.stand_in_server``: a STAND-IN that speaks the OpenAI chat API
+and
 answers from the built-in SubgoalGuide / TrajectoryReviewer (not a language model), and
 misbehaves when the model name asks (bad JSON, off-schema JSON, slow, HTTP 500).
 """
@@ -27,7 +28,7 @@ from feedbackgym.feedback.llm import (
 from feedbackgym.wrappers import AddGuide, AddReview
 
 pytest.importorskip("openai")
-from feedbackgym.llm_server import stand_in_server  # noqa: E402
+from feedbackgym.language.stand_in_server import stand_in_server  # noqa: E402
 
 LIB = (Subgoal("a", "reach A", bool), Subgoal("b", "reach B", bool, ("a",)))
 REQUEST = GuideRequest(LIB, {"a": True, "b": False}, step=4)

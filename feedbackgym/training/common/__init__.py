@@ -1,0 +1,12 @@
+"""What every run shares, whichever trainer runs it.
+
+The arms (:mod:`~.arms`), a run's settings
+(:mod:`~.run_settings`) and the files of its
+directory (:mod:`~.run_files`), the end of a round
+(:mod:`~.round_book`), validation on held-out seeds
+(:mod:`~.validation`), the ``feedback/`` and system
+metrics, behaviour cloning (:mod:`~.cloning`), the
+device, and the trainers' names.
+
+May import: workers
+"""

@@ -1,0 +1,172 @@
+"""The end of each training round, for any trainer: checkpoint, validation, best, state.
+
+A round's work is done once the learner has trained on its rollout. Then
+:meth:`RoundBook.finish` saves the round's checkpoint (the newest
+``keep_checkpoints`` are kept), validates every ``eval_every`` rounds and at
+the last (hints shown and masked, on the env's held-out seeds, in the
+controller's state; the hint reliance goes to the controller's reliance rule),
+keeps the best checkpoint as the rollback target, and writes ``state.json``
+(see :mod:`~.run_files`). A behaviour-cloned run's clone is
+validated once before the first round (:meth:`RoundBook.validate_clone`).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from feedbackgym.control import FeedbackController
+from feedbackgym.errors import DependencyNotInstalled
+from feedbackgym.training.common.run_files import (
+    append_curve,
+    drop_old_checkpoints,
+    read_state,
+    write_state,
+)
+from feedbackgym.training.common.validation import (
+    Evaluation,
+    Policy,
+    evaluate_policy,
+    validation_seeds,
+)
+
+try:
+    import torch
+except ImportError as error:
+    raise DependencyNotInstalled.for_extra("torch", "baselines") from error
+
+__all__ = ["RoundBook"]
+
+Log = Callable[[str, float], None]
+
+
+class RoundBook:
+    """Closes the rounds of one run.
+
+    Args:
+        config: The run's :class:`~feedbackgym.training.sb3.run_sb3.RunConfig`.
+        controller: The run's controller (its state is saved, and validated in).
+        eval_env: The validation env (the arm's stack, as the learner sees it).
+        suffix: The checkpoints' file suffix (``".zip"`` for SB3, ``".pt"`` for torch).
+        progress: Called with the timestep count after each round.
+    """
+
+    def __init__(
+        self,
+        config: Any,
+        controller: FeedbackController,
+        eval_env: Any,
+        *,
+        suffix: str,
+        progress: Callable[[int], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.controller = controller
+        self.eval_env = eval_env
+        self.suffix = suffix
+        self.report_progress = progress
+        self.run_dir = Path(config.out_dir)
+        self.checkpoints = self.run_dir / "checkpoints"
+        self.seeds = validation_seeds(eval_env, config.eval_episodes)
+        self.best = read_state(self.run_dir).get("best_success", -1.0)
+
+    def checkpoint(self, round_: int) -> Path:
+        """The checkpoint file of round ``round_``."""
+        return self.checkpoints / f"round_{round_:04d}{self.suffix}"
+
+    def finish(
+        self,
+        finished: int,
+        *,
+        timesteps: int,
+        save: Callable[[Path], None],
+        policy: Policy,
+        pending_report: dict[str, float] | None,
+        log: Log,
+    ) -> None:
+        """Closes round ``finished`` (its rollout trained on).
+
+        Args:
+            finished: The round.
+            timesteps: Env steps done so far.
+            save: Writes the learner's checkpoint to the path given.
+            policy: Maps one observation to an action (sampled), for validation.
+            pending_report: The round's trend when it is not reported yet (the
+                run stops here), else ``None``.
+            log: Records a scalar for TensorBoard (``tag``, ``value``).
+        """
+        self.checkpoints.mkdir(parents=True, exist_ok=True)
+        save(self.checkpoint(finished))
+        state = read_state(self.run_dir)
+        last = finished + 1 >= self.config.rounds
+        if finished % self.config.eval_every == 0 or last:
+            evaluation = self.validate(finished + 1, timesteps, policy, log)
+            if evaluation.success > self.best:
+                self.best = evaluation.success
+                best = self.checkpoints / f"best{self.suffix}"
+                shutil.copyfile(self.checkpoint(finished), best.with_name(best.name + ".tmp"))
+                best.with_name(best.name + ".tmp").replace(best)  # atomic, like state.json
+                state["best_round"] = finished
+            state["best_success"] = self.best
+        state.update(
+            round=finished,
+            timesteps=timesteps,
+            controller=self.controller.state_dict(),
+            pending_report=pending_report,
+        )
+        write_state(self.run_dir, state)
+        # Only now: a crash before the state names this round must find the last one.
+        drop_old_checkpoints(self.checkpoints, self.config.keep_checkpoints, self.suffix)
+        if self.report_progress is not None:
+            self.report_progress(timesteps)
+
+    def validate(self, round_: int, timesteps: int, policy: Policy, log: Log) -> Evaluation:
+        """Evaluates ``policy`` in round ``round_``'s feedback; appends to the curve.
+
+        The hint reliance is reported to the controller
+        (:meth:`~feedbackgym.control.FeedbackController.report_reliance`): with a
+        reliance rule, the guide's dropout of the rounds to come follows it.
+        """
+        evaluation = self._evaluate(round_, timesteps, policy)
+        log("feedback/validation_success", evaluation.success)
+        log("feedback/validation_success_unguided", evaluation.success_unguided)
+        log("feedback/hint_reliance", evaluation.reliance)
+        self.controller.report_reliance(evaluation.reliance)
+        return evaluation
+
+    def validate_clone(self, policy: Policy) -> Evaluation:
+        """Evaluates a behaviour-cloned policy before its first round: ``curve.csv`` at step 0.
+
+        So a run's curve starts where cloning left it. Only the curve has it: the
+        TensorBoard logs and the controller (its reliance rule) start with the
+        rounds.
+
+        Returns:
+            The clone's evaluation (in round 0's feedback).
+        """
+        return self._evaluate(0, 0, policy)
+
+    def _evaluate(self, round_: int, timesteps: int, policy: Policy) -> Evaluation:
+        """Evaluates ``policy`` in round ``round_``'s feedback; appends to ``curve.csv``."""
+        controller = self.controller
+        state = controller.state if controller.round == round_ else controller.state_at(round_)
+        # The policy is sampled (argmax policies loop on repeated inspections), with a fixed
+        # torch seed so that a validation is reproducible.
+        with torch.random.fork_rng():
+            torch.manual_seed(self.config.seed)
+            evaluation = evaluate_policy(self.eval_env, policy, self.seeds, state)
+        append_curve(
+            self.run_dir / "curve.csv",
+            {
+                "step": timesteps,
+                "round": round_,
+                "phase": state.phase,
+                "success": evaluation.success,
+                "success_unguided": evaluation.success_unguided,
+                "mean_return": evaluation.mean_return,
+                "mean_length": evaluation.mean_length,
+            },
+        )
+        return evaluation

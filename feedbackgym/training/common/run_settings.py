@@ -1,0 +1,307 @@
+"""One run of one arm: its settings and its directory.
+
+:class:`RunConfig` is what ``config.json`` holds; :func:`prepare_run_dir`
+starts or resumes a run directory (see :mod:`~.run_files`);
+:func:`feedbackgym.training.experiments.launch.train_run` hands a run to its trainer: SB3
+(:func:`~feedbackgym.training.sb3.run_sb3.train_sb3_run`) or the torch trainer
+(:func:`~feedbackgym.training.torch_ppo.run_torch.train_torch_run`).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from feedbackgym.config import FeedbackConfig
+from feedbackgym.errors import ConfigError
+from feedbackgym.training.common.arms import ArmFeedback, checked_keep_checkpoints, rounds_for
+from feedbackgym.training.common.run_files import drop_curve_rows_after, read_state, write_state
+from feedbackgym.training.common.trainer_names import DEFAULT_TRAINER, TRAINERS
+from feedbackgym.training.workers.env_groups import check_env_backend
+from feedbackgym.wrappers.stack import make
+
+__all__ = [
+    "DEFAULT_NET_ARCH",
+    "DEFAULT_TRAINER",
+    "RESUMABLE_CHANGES",
+    "TRAINERS",
+    "RunConfig",
+    "close_run",
+    "config_json",
+    "in_worker_processes",
+    "open_store",
+    "prepare_run_dir",
+]
+
+DEFAULT_NET_ARCH = (128, 128)
+"""Hidden layers of the policy and value networks that runs train by default."""
+
+RESUMABLE_CHANGES = frozenset(
+    {
+        "total_steps",
+        "out_dir",
+        "device",
+        "env_workers",
+        "subprocess",
+        "env_backend",
+        "env_actor_cpus",
+        "keep_checkpoints",
+    }
+)
+"""The settings a resumed run may change: its length, where it lives and runs, and what
+it keeps. Any other change would splice two different runs into one curve."""
+
+
+@dataclass
+class RunConfig(ArmFeedback):
+    """Everything one run needs, stored as ``config.json`` in its directory.
+
+    Attributes:
+        env_id: The env to train on.
+        arm: The comparison arm (see :mod:`~.arms`).
+        seed: The run's seed (training seeds stay below the validation seeds).
+        total_steps: Env steps to train for.
+        out_dir: The run directory.
+        n_envs: Parallel envs.
+        n_steps: Steps per env per round (PPO rollout length).
+        subprocess: Run the envs in subprocess workers (SB3: ``SubprocVecEnv``; the
+            torch trainer: 2 env workers unless ``env_workers`` says otherwise).
+            Envs with slow steps (web, code) run in worker processes either way.
+        eval_every: Rounds between validations.
+        eval_episodes: Validation seeds per validation.
+        review_credit: Redistribute review credit into PPO's rollout buffer.
+        bc_episodes: Expert episodes for a behaviour-cloning warm-up (0: none).
+        learning_rate: PPO's learning rate.
+        anneal_lr: Decay the learning rate linearly to 0 over the run (PPO's usual
+            schedule for long runs), instead of keeping it constant.
+        time_limit_terminal: Treat an episode cut off by its time limit as ended
+            rather than bootstrapping its value (see
+            :class:`~feedbackgym.training.sb3.vec_wrappers.TimeLimitAsTerminal`).
+        ent_coef: PPO's entropy coefficient.
+        net_arch: Hidden layer sizes of the policy and value networks.
+        feedback: The feedback config the arm's preset goes on (its
+            ``shaping.gamma`` is also PPO's discount, so the two match).
+        feedback_file: A YAML/TOML feedback config file to follow instead of
+            ``feedback``: edits apply to every env at the next round.
+        feedback_overrides: ``{section: {field: value}}`` applied on top of the
+            file at every read (command-line flags override the file).
+        env_kwargs: Keyword arguments for ``gym.make``.
+        trainer: ``"torch"`` (:mod:`~feedbackgym.training.torch_ppo.ppo`; its run is
+            :func:`~feedbackgym.training.torch_ppo.run_torch.train_torch_run`; the default) or
+            ``"sb3"`` (SB3's PPO).
+        device: ``"auto"`` (CUDA when a GPU is present), ``"cuda"`` or ``"cpu"``.
+        env_workers: The torch trainer's worker processes that step the envs while
+            the learner acts (:class:`~feedbackgym.training.workers.env_groups.EnvWorkers`;
+            ``subprocess`` alone means 2; 0: in the learner's process, except
+            for envs with slow steps, web and code, which get one worker per env
+            up to 4, each env stepped as soon as its last step is back).
+        overlap_update: The torch trainer trains each round in an update worker
+            process while the next round is collected with the weights before that
+            update (:class:`~feedbackgym.training.torch_ppo.update_worker.UpdateWorker`).
+        env_backend: Where the training envs live: ``"processes"`` (this
+            machine, as ``subprocess`` and ``env_workers`` say) or ``"ray"``:
+            in Ray actors of ``env_actor_cpus`` CPUs each, spread over the
+            cluster's nodes (the torch trainer's
+            :class:`~feedbackgym.training.workers.ray_actors.RayEnvWorkers`, SB3's
+            :class:`~feedbackgym.training.workers.ray_vec_env.RayVecEnv`), ``env_workers``
+            of them (0: 2, or 4 for web and code envs). Needs the ``ray`` extra.
+        env_actor_cpus: CPUs each env actor asks for (``env_backend="ray"``).
+        record: Record every training episode in ``out_dir/trajectories`` (a
+            :class:`~feedbackgym.datasets.TrajectoryStore`; the episodes of round
+            ``r`` are under ``/{env_id}/{r}``). Needs the ``hdf5`` extra.
+        keep_checkpoints: How many of the newest round checkpoints to keep (0: every
+            one). ``best.zip`` is always kept. A checkpoint is about 2 MB with the
+            default network, so a 2M-step run that kept every round would hold ~4 GB.
+    """
+
+    env_id: str
+    arm: str
+    seed: int
+    total_steps: int
+    out_dir: str
+    n_envs: int = 8
+    n_steps: int = 128
+    subprocess: bool = False
+    eval_every: int = 4
+    eval_episodes: int = 30
+    review_credit: bool = True
+    bc_episodes: int = 0
+    learning_rate: float = 3e-4
+    anneal_lr: bool = False
+    time_limit_terminal: bool = False
+    ent_coef: float = 0.01
+    net_arch: list[int] = field(default_factory=lambda: list(DEFAULT_NET_ARCH))
+    feedback: FeedbackConfig = field(default_factory=FeedbackConfig)
+    feedback_file: str | None = None
+    feedback_overrides: dict[str, Any] = field(default_factory=dict)
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    trainer: str = DEFAULT_TRAINER
+    device: str = "auto"
+    env_workers: int = 0
+    overlap_update: bool = False
+    env_backend: str = "processes"
+    env_actor_cpus: float = 1.0
+    record: bool = False
+    keep_checkpoints: int = 5
+
+    def __post_init__(self) -> None:
+        checked_keep_checkpoints(self.keep_checkpoints)
+        if self.env_workers < 0:
+            raise ValueError(f"env_workers must be >= 0, got {self.env_workers}")
+        if self.trainer not in TRAINERS:
+            raise ValueError(f"trainer must be one of {', '.join(TRAINERS)}, got {self.trainer!r}")
+        check_env_backend(self.env_backend, self.env_actor_cpus)
+        if self.overlap_update and self.trainer != "torch":
+            raise ValueError("overlap_update is the torch trainer's (trainer='torch')")
+        self.arm_config(self.feedback)  # checks the arm and the overrides before the run starts
+
+    @property
+    def rounds(self) -> int:
+        """Training rounds (PPO rollouts)."""
+        return rounds_for(self.total_steps, self.n_envs, self.n_steps)
+
+    def make_env(self, config: FeedbackConfig) -> Any:
+        """One env of the run's stack, built from ``config``."""
+        return make(self.env_id, config, **self.env_kwargs)
+
+    def to_json(self) -> str:
+        """The config as JSON."""
+        return config_json(self)
+
+    @classmethod
+    def from_json(cls, text: str) -> RunConfig:
+        """Reads a config written by :meth:`to_json`."""
+        data = json.loads(text)
+        data["feedback"] = FeedbackConfig.from_mapping(data["feedback"], source="config.json")
+        return cls(**data)
+
+
+def config_json(config: Any) -> str:
+    """A run's or a comparison's config (a dataclass with a ``feedback`` config) as JSON."""
+    data = asdict(config)
+    data["feedback"] = config.feedback.model_dump(mode="json")
+    return json.dumps(data, indent=2, sort_keys=True)
+
+
+def prepare_run_dir(config: RunConfig, *, resume: bool) -> dict[str, Any]:
+    """Starts (or, with ``resume``, continues) the run directory; returns its state.
+
+    A new run clears the directory's curve, state and checkpoints. A resumed
+    run keeps them and drops validations past its last saved round (a crash
+    between a validation and its round's state would list it twice); with no
+    round saved, a clone's validation goes too (the run clones and validates
+    again). Both write ``config.json``.
+
+    Returns:
+        The saved state (``{}`` for a new run), or ``{"finished": True, "state":
+        ...}`` for a resumed run that has nothing left to do (left as it was).
+
+    Raises:
+        ConfigError: An unfinished run resumed with settings other than the saved
+            run's (beyond :data:`RESUMABLE_CHANGES`); the message names each one.
+    """
+    run_dir = Path(config.out_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    state = read_state(run_dir) if resume else {}
+    first_round = state.get("round", -1) + 1
+    if resume and first_round >= config.rounds:
+        return {"finished": True, "state": state}
+    if state:
+        _check_resumable(config, run_dir / "config.json")
+    if not resume:
+        for stale in ("curve.csv", "state.json"):
+            (run_dir / stale).unlink(missing_ok=True)
+        shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
+    else:
+        # validations of rounds not trained yet go; with none trained, a clone's too (it is
+        # cloned and validated again)
+        drop_curve_rows_after(run_dir / "curve.csv", first_round if first_round else -1)
+    (run_dir / "config.json").write_text(config.to_json())
+    return state
+
+
+def _check_resumable(config: RunConfig, saved_file: Path) -> None:
+    """Raises ConfigError naming each setting ``config`` changes from the saved run's.
+
+    The saved config is read with today's defaults, so a field added since it was
+    written is not a change.
+    """
+    if not saved_file.exists():
+        return
+    try:
+        saved = json.loads(RunConfig.from_json(saved_file.read_text()).to_json())
+    except (ValueError, TypeError) as error:
+        raise ConfigError(
+            f"{saved_file}: cannot read the saved run's config to resume it: {error}"
+        ) from error
+    wanted = json.loads(config.to_json())
+    changed = [
+        f"{key}: {saved.get(key)!r} -> {wanted.get(key)!r}"
+        for key in sorted(saved.keys() | wanted.keys())
+        if key not in RESUMABLE_CHANGES and saved.get(key) != wanted.get(key)
+    ]
+    if changed:
+        raise ConfigError(
+            f"{config.out_dir}: resumed with other settings than the run was started with "
+            f"({'; '.join(changed)}); resume with the same settings, or start it in a new "
+            "directory"
+        )
+
+
+def in_worker_processes(config: RunConfig) -> bool:
+    """Whether the run's envs step in worker processes.
+
+    Asked for (``subprocess``, ``env_workers``), or by default for envs with slow
+    steps (web, code: :func:`~feedbackgym.training.workers.env_groups.steps_slowly`):
+    the torch trainer's env workers, SB3's ``SubprocVecEnv``; or in Ray actors
+    (``env_backend="ray"``).
+    """
+    from feedbackgym.training.workers.env_groups import steps_slowly
+
+    return (
+        config.env_backend == "ray"
+        or config.subprocess
+        or bool(config.env_workers)
+        or steps_slowly(config.env_id)
+    )
+
+
+def open_store(config: RunConfig) -> Any:
+    """Where the run records: ``None``, the store's path (subprocess envs), or the store.
+
+    Envs in the learner's process share one store whose episodes a writer
+    process encodes, logs and seals (``writer="process"``), off the training thread.
+    """
+    if not config.record:
+        return None
+    path = Path(config.out_dir) / "trajectories"
+    if in_worker_processes(config):
+        return str(path)
+    from feedbackgym.datasets import TrajectoryStore
+
+    return TrajectoryStore(path, writer="process")
+
+
+def close_run(
+    config: RunConfig, controller: Any, closables: list[Any], store: Any
+) -> dict[str, Any]:
+    """Closes what a run opened (``None`` entries skipped), then the store; returns its state.
+
+    The final state is ``state.json`` with the rounds the reward-drop alert fired at.
+    """
+    errors: list[BaseException] = []
+    for closable in [*closables, None if isinstance(store, str) else store]:
+        if closable is not None:
+            try:
+                closable.close()
+            except Exception as error:  # close the rest, then report the first failure
+                errors.append(error)
+    if errors:
+        raise errors[0]
+    final = read_state(Path(config.out_dir))
+    final["alerts"] = list(controller.alert.fired)
+    write_state(Path(config.out_dir), final)
+    return final

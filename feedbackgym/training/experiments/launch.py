@@ -1,0 +1,32 @@
+"""Train one run with its trainer: SB3 or the torch trainer, each loaded only when used."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from feedbackgym.training.common.run_settings import RunConfig
+
+__all__ = ["train_run"]
+
+
+def train_run(
+    config: RunConfig,
+    *,
+    resume: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    """Trains one arm with one seed with the run's trainer; returns the run's final state.
+
+    Args:
+        config: The run's settings; its ``out_dir`` receives every output.
+        resume: Continue from the last checkpoint in ``out_dir`` when there is one.
+        progress: Called with the timestep count after each round.
+    """
+    if config.trainer == "torch":
+        from feedbackgym.training.torch_ppo.run_torch import train_torch_run
+
+        return train_torch_run(config, resume=resume, progress=progress)
+    from feedbackgym.training.sb3.run_sb3 import train_sb3_run
+
+    return train_sb3_run(config, resume=resume, progress=progress)

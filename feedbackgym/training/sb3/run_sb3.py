@@ -1,0 +1,256 @@
+"""One training run of one arm: SB3 PPO with the feedback stack, validation, checkpoints, resume.
+
+The run's :class:`~feedbackgym.control.FeedbackController` decides the feedback
+of every round for the training envs and the validation env alike. Its files
+are described in :mod:`feedbackgym.training.common.run_files`: ``state.json`` holds the
+last completed round, its timestep count, the best round, the controller's
+state, and the trend of a round trained on but not yet reported (what
+``--resume`` restores); with ``record=True``, ``trajectories/`` holds every
+training episode, with its hints, reviews, feedback state and the switch time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from feedbackgym.config import FeedbackConfig
+from feedbackgym.errors import DependencyNotInstalled
+from feedbackgym.training.common.device import resolve_device
+from feedbackgym.training.common.round_book import RoundBook
+from feedbackgym.training.common.run_files import (
+    CURVE_FIELDS,
+    read_curve,
+)
+from feedbackgym.training.common.run_settings import (
+    DEFAULT_NET_ARCH,
+    RunConfig,
+    close_run,
+    in_worker_processes,
+    open_store,
+    prepare_run_dir,
+)
+from feedbackgym.training.common.validation import Policy
+from feedbackgym.training.workers.env_groups import steps_slowly
+from feedbackgym.wrappers.stack import make
+
+try:
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.base_class import BaseAlgorithm
+    from stable_baselines3.common.callbacks import BaseCallback, CallbackList
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor
+except ImportError as error:
+    raise DependencyNotInstalled.for_extra("stable_baselines3", "baselines") from error
+
+from feedbackgym.training.sb3.callbacks import feedback_callbacks
+from feedbackgym.training.sb3.drive_controller import DriveController
+
+__all__ = [
+    "CURVE_FIELDS",
+    "DEFAULT_NET_ARCH",
+    "RunConfig",
+    "read_curve",
+    "rollback",
+    "train_sb3_run",
+]
+
+
+@dataclass(frozen=True)
+class LinearDecay:
+    """A learning rate falling linearly from ``initial`` to 0 (SB3 schedule: progress left).
+
+    Example:
+        >>> LinearDecay(3e-4)(1.0), LinearDecay(3e-4)(0.25)
+        (0.0003, 7.5e-05)
+    """
+
+    initial: float
+
+    def __call__(self, progress_remaining: float) -> float:
+        return self.initial * progress_remaining
+
+
+class _RoundCallback(BaseCallback):
+    """Closes each round through a round book once PPO has trained on it.
+
+    The book is a :class:`~feedbackgym.training.common.round_book.RoundBook`.
+
+    SB3 calls ``_on_rollout_end`` before that update, so a checkpoint saved
+    there would lack it, and a run resumed from it would never get it: the
+    round is closed at the next rollout start, or at the end of training.
+    """
+
+    def __init__(self, book: RoundBook, drive: DriveController) -> None:
+        super().__init__()
+        self.book = book
+        self.drive = drive
+        self._trained: int | None = None
+        """The round whose rollout PPO is training on, until its work is done."""
+
+    def _on_step(self) -> bool:
+        return True
+
+    def _on_rollout_end(self) -> None:
+        self._trained = self.drive.controller.round
+
+    def _on_rollout_start(self) -> None:
+        self._finish_round(reported=True)  # DriveController has reported the round's trend
+
+    def _on_training_end(self) -> None:
+        self._finish_round(reported=False)
+        self.logger.dump(self.num_timesteps)  # SB3 dumps before training: the last round's logs
+
+    def _finish_round(self, *, reported: bool) -> None:
+        finished, self._trained = self._trained, None
+        if finished is None:
+            return
+        self.book.finish(
+            finished,
+            timesteps=int(self.model.num_timesteps),
+            save=self.model.save,
+            policy=_sampled_policy(self.model),
+            pending_report=None if reported else self.drive.trend(),
+            log=self.logger.record,
+        )
+
+
+def _sampled_policy(model: BaseAlgorithm) -> Policy:
+    """The model's policy for validation: one observation to one action, sampled."""
+
+    def policy(obs: Any) -> int:
+        action, _ = model.predict(obs, deterministic=False)
+        return int(action)
+
+    return policy
+
+
+def _make_vec_env(config: RunConfig, feedback: FeedbackConfig, store: Any, *, seed: int) -> Any:
+    """The training envs (env ``i`` seeded with ``seed + i``), recording to ``store`` if given.
+
+    ``store`` is a shared TrajectoryStore, or its path for subprocess workers
+    (and Ray actors), which then each write their own shard. With
+    ``env_backend="ray"`` the envs live in Ray actors
+    (:class:`~feedbackgym.training.workers.ray_vec_env.RayVecEnv`).
+    """
+
+    def build() -> Any:
+        return make(config.env_id, feedback, record=store, **config.env_kwargs)
+
+    if config.env_backend == "ray":  # the envs in Ray actors over the cluster's nodes
+        from feedbackgym.training.workers.ray_actors import actor_layout
+        from feedbackgym.training.workers.ray_vec_env import RayVecEnv
+
+        slow = steps_slowly(config.env_id)
+        actors, _ = actor_layout(config.n_envs, config.env_workers, slow=slow)
+        venv: Any = RayVecEnv([build] * config.n_envs, actors, num_cpus=config.env_actor_cpus)
+    else:
+        vec_cls = SubprocVecEnv if in_worker_processes(config) else DummyVecEnv
+        venv = vec_cls([build] * config.n_envs)
+    venv.seed(seed)
+    monitor = VecMonitor(venv, info_keywords=("is_success",))
+    if config.time_limit_terminal:
+        from feedbackgym.training.sb3.vec_wrappers import TimeLimitAsTerminal
+
+        return TimeLimitAsTerminal(monitor)
+    return monitor
+
+
+def train_sb3_run(
+    config: RunConfig,
+    *,
+    resume: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    """Trains one arm with one seed with SB3's PPO; returns the run's final state.
+
+    Args:
+        config: The run's settings; its ``out_dir`` receives every output.
+        resume: Continue from the last checkpoint in ``out_dir`` when there is one.
+        progress: Called with the timestep count after each round.
+    """
+    device = str(resolve_device(config.device))
+    state = prepare_run_dir(config, resume=resume)
+    if state.get("finished"):
+        return state["state"]
+    first_round = state.get("round", -1) + 1
+    run_dir = Path(config.out_dir)
+    controller = config.controller()
+    feedback = controller.config  # the stack as it starts; edits reach it through the controller
+    store = open_store(config)
+    venv = eval_env = None
+    try:
+        venv = _make_vec_env(
+            config, feedback, store, seed=config.seed + max(first_round, 0) * config.n_envs
+        )
+        if first_round > 0:
+            model = PPO.load(
+                run_dir / "checkpoints" / f"round_{first_round - 1:04d}.zip",
+                env=venv,
+                device=device,
+            )
+            model.set_random_seed(config.seed + first_round)  # not the first round's draws again
+        else:
+            model = PPO(
+                "MultiInputPolicy",
+                venv,
+                n_steps=config.n_steps,
+                batch_size=min(256, config.n_steps * config.n_envs),
+                learning_rate=LinearDecay(config.learning_rate)
+                if config.anneal_lr
+                else config.learning_rate,
+                ent_coef=config.ent_coef,
+                gamma=feedback.shaping.gamma,
+                policy_kwargs={"net_arch": list(config.net_arch)},
+                tensorboard_log=str(run_dir / "tb"),
+                seed=config.seed,
+                device=device,
+            )
+            if config.bc_episodes:
+                from feedbackgym.training.common.cloning import clone_expert
+
+                expert_env = config.make_env(feedback)
+                try:
+                    clone_expert(model.policy, expert_env, config.bc_episodes, seed=config.seed)
+                finally:
+                    expert_env.close()
+        eval_env = config.make_env(feedback)
+        controller.attach(eval_env)
+        if "controller" in state:  # resumed: the switch, the trend and the alert as they were
+            controller.load_state_dict(state["controller"])
+        callbacks = feedback_callbacks(
+            controller,
+            review_credit=config.review_credit,
+            first_round=max(first_round, 0),
+            resume_report=state.get("pending_report"),
+        )
+        drive = callbacks.callbacks[0]
+        assert isinstance(drive, DriveController)
+        book = RoundBook(config, controller, eval_env, suffix=".zip", progress=progress)
+        if first_round == 0 and config.bc_episodes:
+            book.validate_clone(_sampled_policy(model))
+        rounds = _RoundCallback(book, drive)
+        remaining = (config.rounds - max(first_round, 0)) * config.n_envs * config.n_steps
+        if remaining > 0:
+            model.learn(
+                remaining,
+                callback=CallbackList([callbacks, rounds]),
+                reset_num_timesteps=first_round <= 0,
+                tb_log_name=f"{config.arm}_seed{config.seed}",
+            )
+    finally:
+        closed = close_run(config, controller, [venv, eval_env], store)
+    return closed
+
+
+def rollback(run_dir: str | Path) -> PPO:
+    """Loads the run's best checkpoint (by validation success): the rollback target.
+
+    Raises:
+        FileNotFoundError: The run has no best checkpoint yet.
+    """
+    best = Path(run_dir) / "checkpoints" / "best.zip"
+    if not best.exists():
+        raise FileNotFoundError(f"{run_dir} has no best checkpoint yet")
+    return PPO.load(best, device="cpu")

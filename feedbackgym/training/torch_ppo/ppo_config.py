@@ -1,0 +1,164 @@
+"""The torch trainer's settings: one run's PPO hyperparameters, envs and arm, and its envs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from functools import partial
+from typing import Any
+
+from feedbackgym.config import FeedbackConfig
+from feedbackgym.training.common.arms import ArmFeedback, rounds_for
+from feedbackgym.training.torch_ppo.network import (
+    UpdateSettings,
+)
+from feedbackgym.training.torch_ppo.trainer_view import trainer_env
+from feedbackgym.training.workers.env_groups import (
+    EnvGroups,
+    EnvWorkers,
+    check_env_backend,
+    steps_slowly,
+    worker_layout,
+)
+
+
+@dataclass
+class PPOConfig(ArmFeedback):
+    """PPO settings (CleanRL's names).
+
+    Attributes:
+        env_id: The env.
+        arm: The comparison arm whose stack to train on.
+        seed: Seed of torch, numpy and the envs.
+        total_timesteps: Env steps to train for.
+        num_envs: Parallel envs.
+        num_steps: Steps per env per round.
+        workers: Worker processes that step the envs, two groups each: a worker
+            steps one group while the learner picks the other's actions (0:
+            every env in the learner's process; ``None``: 0, or for envs with
+            slow steps such as web and code, one per env up to
+            :data:`~feedbackgym.training.workers.env_groups.SLOW_ENV_WORKERS`, each env stepped as
+            soon as
+            its last step is back). See
+            :func:`~feedbackgym.training.workers.env_groups.worker_layout`.
+            With ``env_backend="ray"``: the Ray actors that hold the envs
+            (``None`` or 0: 2, or 4 for envs with slow steps; see
+            :func:`~feedbackgym.training.workers.ray_actors.actor_layout`).
+        env_backend: Where the envs live: ``"processes"`` (this machine) or
+            ``"ray"`` (Ray actors of ``env_actor_cpus`` CPUs each, spread over
+            the cluster's nodes: :class:`~feedbackgym.training.workers.ray_actors.RayEnvWorkers`;
+            needs the
+            ``ray`` extra).
+        env_actor_cpus: CPUs each env actor asks for (``env_backend="ray"``).
+        use_text: Also read the text observation (needs ``obs_mode="both"`` in ``env_kwargs``).
+        text_length: Characters of text the embedding reads.
+        learning_rate: Adam's step size.
+        anneal_lr: Decay the learning rate linearly to 0 over the run.
+        gae_lambda: GAE's λ.
+        num_minibatches: Minibatches per epoch.
+        update_epochs: Epochs per round.
+        update_threads: Torch threads for the update on the CPU (the envs wait
+            meanwhile; inference between env steps keeps one). More threads than
+            free cores (runs side by side) slow every run down many times over.
+        overlap_update: Train each round in an update worker process while the
+            next round is collected with the weights before that update (one
+            update stale; the controller hears a round's loss one round later).
+            See :mod:`~.update_worker`.
+        clip_coef: PPO's clip.
+        ent_coef: Entropy bonus.
+        vf_coef: Value-loss weight.
+        max_grad_norm: Gradient clip.
+        hidden: Hidden layer width (two layers, actor and critic each).
+        review_credit: Add review credit to the rewards of the round's steps.
+        time_limit_terminal: Treat an episode cut off by its time limit as ended
+            rather than bootstrapping its value from its final observation.
+        bc_episodes: Expert episodes for a behaviour-cloning warm-up (0: none).
+        device: ``"auto"`` (CUDA when available), ``"cuda"`` or ``"cpu"``.
+        feedback: The feedback config the arm's preset goes on; its
+            ``shaping.gamma`` is the discount.
+        feedback_file: A YAML/TOML config file to follow instead of ``feedback``
+            (edits apply at the next round); ``feedback_overrides`` go on top.
+        feedback_overrides: ``{section: {field: value}}`` applied to every version read.
+        env_kwargs: Keyword arguments for ``gym.make``.
+    """
+
+    env_id: str
+    arm: str = "guide-then-review+shaping"
+    seed: int = 0
+    total_timesteps: int = 50_000
+    num_envs: int = 8
+    num_steps: int = 128
+    workers: int | None = None
+    env_backend: str = "processes"
+    env_actor_cpus: float = 1.0
+    use_text: bool = False
+    text_length: int = 512
+    learning_rate: float = 3e-4
+    anneal_lr: bool = False
+    gae_lambda: float = 0.95
+    num_minibatches: int = 4
+    update_epochs: int = 4
+    update_threads: int = 2
+    overlap_update: bool = False
+    clip_coef: float = 0.2
+    ent_coef: float = 0.01
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    hidden: int = 128
+    review_credit: bool = True
+    time_limit_terminal: bool = False
+    bc_episodes: int = 0
+    device: str = "auto"
+    feedback: FeedbackConfig = field(default_factory=FeedbackConfig)
+    feedback_file: str | None = None
+    feedback_overrides: dict[str, Any] = field(default_factory=dict)
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_env_backend(self.env_backend, self.env_actor_cpus)
+
+    @property
+    def rounds(self) -> int:
+        """Training rounds (iterations)."""
+        return rounds_for(self.total_timesteps, self.num_envs, self.num_steps)
+
+    @property
+    def update_settings(self) -> UpdateSettings:
+        """What :func:`~.network.ppo_update` needs of these settings."""
+        return UpdateSettings(**{f.name: getattr(self, f.name) for f in fields(UpdateSettings)})
+
+
+def make_vector_env(
+    config: PPOConfig, feedback: FeedbackConfig, *, record: Any = None
+) -> EnvGroups:
+    """``num_envs`` stacks as ``feedback`` describes, each seen through a trainer view.
+
+    Each env is seen through :class:`~.trainer_view.TrainerView`. They live in
+    the learner's process, or in worker processes (see
+    :func:`~feedbackgym.training.workers.env_groups.worker_layout`), or with
+    ``env_backend="ray"`` in Ray actors over a cluster's nodes
+    (:class:`~feedbackgym.training.workers.ray_actors.RayEnvWorkers`; a
+    recording store goes to them as its path, so each actor writes on its node).
+    ``record`` is a store, or its path. A store goes to worker processes as its
+    path and options: each worker's envs share one copy (one shard, or one
+    writer process with ``writer="process"``); with a path, each env opens its own.
+    """
+    text_length = config.text_length if config.use_text else 0
+    build = partial(trainer_env, config.env_id, feedback, text_length, record, **config.env_kwargs)
+    if config.env_backend == "ray":
+        from feedbackgym.training.workers.ray_actors import ray_env_workers
+
+        return ray_env_workers(
+            [build] * config.num_envs,
+            config.workers,
+            slow=steps_slowly(config.env_id),
+            num_cpus=config.env_actor_cpus,
+        )
+    processes, groups = worker_layout(config.env_id, config.num_envs, config.workers)
+    return EnvWorkers([build] * config.num_envs, groups=groups, processes=processes)
+
+
+def learning_rate_at(config: PPOConfig, round_: int) -> float:
+    """The learning rate of round ``round_`` (linear decay to 0 with ``anneal_lr``)."""
+    if not config.anneal_lr:
+        return config.learning_rate
+    return config.learning_rate * (1.0 - round_ / config.rounds)

@@ -1,0 +1,238 @@
+"""One run of one arm with the torch trainer: the same run directory as the SB3 path.
+
+TensorBoard (``tb/ARM_seedS_1``: ``rollout/``, ``train/``, ``feedback/``,
+``system/``), validation with hints shown and masked on the env's held-out
+seeds, a checkpoint a round (``checkpoints/round_NNNN.pt``, the best kept as
+``best.pt``: the rollback target), ``state.json`` for ``--resume``, recording,
+the reward-drop alert and the config file followed through the controller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from feedbackgym.errors import DependencyNotInstalled
+from feedbackgym.protocol import call_envs
+from feedbackgym.training.common.device import resolve_device
+from feedbackgym.training.common.feedback_metrics import feedback_metrics
+from feedbackgym.training.common.round_book import RoundBook
+from feedbackgym.training.common.run_settings import (
+    RunConfig,
+    close_run,
+    open_store,
+    prepare_run_dir,
+)
+from feedbackgym.training.common.system_metrics import SystemMonitor
+from feedbackgym.training.torch_ppo.ppo import (
+    Agent,
+    Learner,
+    PPOConfig,
+    RoundResult,
+    clone_into,
+    make_vector_env,
+    train_rounds,
+)
+from feedbackgym.training.torch_ppo.trainer_view import TrainerView
+
+try:
+    import torch
+    from torch.utils.tensorboard import SummaryWriter
+except ImportError as error:
+    raise DependencyNotInstalled.for_extra(error.name or "torch", "baselines") from error
+
+__all__ = ["ppo_config", "rollback", "train_torch_run"]
+
+SB3_BATCH, SB3_EPOCHS = 256, 10
+"""The SB3 path's minibatch and epochs: a run takes as many gradient steps per sample with
+either trainer (the bare loop's defaults, CleanRL's 4 epochs of 4 minibatches, take fewer,
+and learned slower per step on OpsIncident medium)."""
+
+
+def ppo_config(config: RunConfig) -> PPOConfig:
+    """The torch trainer's settings for a run: the SB3 path's update, the run's budget and feedback.
+
+    Raises:
+        ValueError: ``net_arch`` is not two layers of one width (the torch agent's shape).
+    """
+    arch = list(config.net_arch)
+    if len(arch) != 2 or arch[0] != arch[1]:
+        raise ValueError(f"the torch trainer has two hidden layers of one width, got {arch}")
+    return PPOConfig(
+        env_id=config.env_id,
+        arm=config.arm,
+        seed=config.seed,
+        total_timesteps=config.total_steps,
+        num_envs=config.n_envs,
+        num_steps=config.n_steps,
+        workers=config.env_workers or (2 if config.subprocess else None),
+        env_backend=config.env_backend,
+        env_actor_cpus=config.env_actor_cpus,
+        overlap_update=config.overlap_update,
+        learning_rate=config.learning_rate,
+        anneal_lr=config.anneal_lr,
+        num_minibatches=max(1, config.n_envs * config.n_steps // SB3_BATCH),
+        update_epochs=SB3_EPOCHS,
+        update_threads=1,  # one core a run, as SB3 runs take: compare runs them side by side
+        ent_coef=config.ent_coef,
+        hidden=arch[0],
+        review_credit=config.review_credit,
+        time_limit_terminal=config.time_limit_terminal,
+        bc_episodes=config.bc_episodes,
+        device=config.device,
+        feedback=config.feedback,
+        feedback_file=config.feedback_file,
+        feedback_overrides=dict(config.feedback_overrides),
+        env_kwargs=dict(config.env_kwargs),
+    )
+
+
+def train_torch_run(
+    config: RunConfig,
+    *,
+    resume: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    """Trains one arm with one seed with the torch trainer; returns the run's final state.
+
+    Args:
+        config: The run's settings (``trainer="torch"``); ``out_dir`` receives every output.
+        resume: Continue from the last checkpoint in ``out_dir`` when there is one.
+        progress: Called with the timestep count after each round.
+    """
+    ppo = ppo_config(config)
+    device = resolve_device(config.device)
+    state = prepare_run_dir(config, resume=resume)
+    if state.get("finished"):
+        return state["state"]
+    first_round = state.get("round", -1) + 1
+    run_dir = Path(config.out_dir)
+    torch.manual_seed(config.seed + first_round)  # a resumed run does not redraw round 0's
+    controller = config.controller()
+    store = open_store(config)
+    envs = eval_env = writer = learner = None
+    try:
+        envs = make_vector_env(ppo, controller.config, record=store)
+        learner = Learner(ppo, envs, controller.config.shaping.gamma, device)
+        text_length = ppo.text_length if ppo.use_text else 0
+        eval_env = TrainerView(config.make_env(controller.config), text_length)
+        book = RoundBook(config, controller, eval_env, suffix=".pt", progress=progress)
+        if first_round > 0:
+            learner.load_state_dict(torch.load(book.checkpoint(first_round - 1), weights_only=True))
+        elif config.bc_episodes:
+            clone_into(learner.agent, ppo, controller.config, device)
+        controller.attach(envs)
+        controller.attach(eval_env)
+        if "controller" in state:  # resumed: the switch, the trend and the alert as they were
+            controller.load_state_dict(state["controller"])
+        pending = state.get("pending_report")
+        if first_round == 0 or pending is not None:
+            controller.update(first_round, **(pending or {}))
+        writer = SummaryWriter(
+            str(_tb_dir(run_dir / "tb", f"{config.arm}_seed{config.seed}", first_round))
+        )
+        _train_rounds(config, ppo, learner, controller, book, writer, first_round, device)
+    finally:
+        closed = close_run(config, controller, [learner, envs, eval_env, writer], store)
+    return closed
+
+
+def _tb_dir(tb: Path, name: str, first_round: int) -> Path:
+    """SB3's TensorBoard folders: a new run takes ``name_N+1``, a resumed one ``name_N``."""
+    taken = [
+        int(p.name.rsplit("_", 1)[1])
+        for p in tb.glob(f"{name}_*")
+        if p.name.rsplit("_", 1)[1].isdigit()
+    ]
+    last = max(taken, default=0)
+    return tb / f"{name}_{last if first_round > 0 and last else last + 1}"
+
+
+def _train_rounds(
+    config: RunConfig,
+    ppo: PPOConfig,
+    learner: Learner,
+    controller: Any,
+    book: RoundBook,
+    writer: Any,
+    first_round: int,
+    device: torch.device,
+) -> None:
+    """Rounds ``first_round`` to the last: collect, update, report, log, close the round."""
+    steps_per_round = config.n_envs * config.n_steps
+    system = SystemMonitor(steps=first_round * steps_per_round)
+    learner.reset(config.seed + first_round * config.n_envs)
+    agent = learner.agent
+
+    def policy(obs: Any) -> int:
+        with torch.inference_mode():
+            action, *_ = agent.act(torch.as_tensor(obs, device=device).unsqueeze(0))
+        return int(action.item())
+
+    if first_round == 0 and config.bc_episodes:
+        book.validate_clone(policy)
+    for done in train_rounds(learner, controller, first_round, seen=lambda: _rollout(learner)):
+        timesteps = (done.index + 1) * steps_per_round
+
+        def log(tag: str, value: float, step: int = timesteps) -> None:
+            writer.add_scalar(tag, value, step)
+
+        _log_round(done, controller, log)
+        for key, value in system.sample(timesteps).items():
+            log(f"system/{key}", value)
+        last = done.index + 1 >= config.rounds
+        book.finish(
+            done.index,
+            timesteps=timesteps,
+            save=lambda path: torch.save(learner.state_dict(), path),
+            policy=policy,
+            pending_report=done.trend if last else None,
+            log=log,
+        )
+
+
+def _rollout(learner: Learner) -> dict[str, Any]:
+    """What a round's logs need of its collection, taken before the next one starts."""
+    returns = learner.episode_returns
+    return {
+        "returns": list(returns),
+        "successes": list(learner.episode_successes),
+        "credit_applied": learner.buffer.credit_applied,
+        "feedback_stats": call_envs(learner.envs, "feedback_stats"),
+    }
+
+
+def _log_round(done: RoundResult, controller: Any, log: Callable[[str, float], None]) -> None:
+    """The round's ``rollout/``, ``train/`` and ``feedback/`` scalars (SB3's names)."""
+    rollout, losses = done.seen, done.losses
+    returns = rollout["returns"]
+    if returns:
+        log("rollout/ep_rew_mean", float(np.mean(returns)))
+        log("rollout/success_rate", float(np.mean(rollout["successes"])))
+    log("train/loss", losses["loss"])
+    log("train/policy_gradient_loss", losses["policy_loss"])
+    log("train/value_loss", losses["value_loss"])
+    log("train/entropy_loss", -losses["entropy"])
+    log("train/learning_rate", done.learning_rate)
+    log("train/credit_applied", float(rollout["credit_applied"]))
+    mean_return = float(np.mean(returns)) if returns else None
+    for key, value in feedback_metrics(controller, rollout["feedback_stats"], mean_return).items():
+        log(f"feedback/{key}", value)
+
+
+def rollback(run_dir: str | Path) -> Agent:
+    """Loads the run's best agent (by validation success): the rollback target.
+
+    Raises:
+        FileNotFoundError: The run has no best checkpoint yet.
+    """
+    best = Path(run_dir) / "checkpoints" / "best.pt"
+    if not best.exists():
+        raise FileNotFoundError(f"{run_dir} has no best checkpoint yet")
+    checkpoint = torch.load(best, weights_only=True)
+    agent = Agent(**checkpoint["shape"])
+    agent.load_state_dict(checkpoint["agent"])
+    return agent

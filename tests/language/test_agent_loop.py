@@ -1,0 +1,147 @@
+"""The LLM agent loop and export-chat, against a real chat server process on loopback.
+
+The model is ``feedbackgym.language.stand_in_server``: a STAND-IN that answers the agent with the
+env's
+expert action and the feedback prompts with the built-in generators' answers (not a
+language model); ``stand-in:bad-json`` answers text that names no action.
+"""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import feedbackgym  # noqa: F401
+from feedbackgym.errors import FeedbackGymError
+from feedbackgym.language.agent_loop import ReviewMemory, export_chat, run_agent
+
+pytest.importorskip("openai")
+pytest.importorskip("h5py")
+from feedbackgym.datasets import TrajectoryStore  # noqa: E402
+from feedbackgym.feedback.llm import ChatClient  # noqa: E402
+from feedbackgym.language.stand_in_server import stand_in_server  # noqa: E402
+
+ENV = "feedbackgym/OpsIncidentEasy-v0"
+
+
+@pytest.fixture(scope="module")
+def url():
+    with stand_in_server() as base_url:
+        yield base_url
+
+
+def _cli(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "feedbackgym", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_the_agent_command_records_episodes_and_export_chat_writes_them(url, tmp_path):
+    store, chats = tmp_path / "store", tmp_path / "chats.jsonl"
+    run = _cli(
+        "agent",
+        "--env",
+        ENV,
+        "--base-url",
+        url,
+        "--model",
+        "stand-in",
+        "--episodes",
+        "2",
+        "--out",
+        str(store),
+        "--feedback",
+        "llm",
+        "--memory",
+        "1",
+    )
+    assert run.returncode == 0, run.stderr
+    assert "2 episodes, 100.0% success" in run.stdout and "fallbacks 0" in run.stdout
+    metas = TrajectoryStore(store).episodes()
+    assert [m.round for m in metas] == ["agent", "agent"]
+    assert "LLMReviewer" in metas[0].env_spec  # the recorded spec names the generators
+
+    export = _cli("datasets", "export-chat", str(store), "--out", str(chats), "--memory", "1")
+    assert export.returncode == 0, export.stderr
+    first, second = [json.loads(line) for line in chats.read_text().splitlines()]
+    assert first["success"] and first["review"]["credit"] == []  # the LLM reviewer's review
+    system, user, assistant = first["messages"][:3]
+    assert system["role"] == "system" and "- declare resolved" in system["content"]
+    assert "Reviews of your earlier attempts" not in system["content"]
+    assert user["content"].startswith("Goal:") and "\n\nHint: first" in user["content"]
+    assert assistant == {"role": "assistant", "content": "inspect metrics db_primary"}
+    assert len(first["messages"]) == 1 + 2 * first["length"]
+    assert first["review"]["summary"] in second["messages"][0]["content"]  # the memory
+
+
+def test_export_gives_the_chats_the_loop_sent(url, tmp_path):
+    client = ChatClient(url, "stand-in")
+    results = list(run_agent(ENV, client, episodes=3, seed=5, store=tmp_path, memory=2))
+    records = [json.loads(line) for line in _lines(tmp_path)]
+    assert [r["messages"] for r in records] == [r.messages for r in results]
+    assert results[2].messages[0]["content"].count("- Review of your last attempt") == 2
+
+
+def _lines(store):
+    out = store / "chats.jsonl"
+    assert export_chat(store, out, memory=2) == 3
+    return out.read_text().splitlines()
+
+
+def test_replies_that_name_no_action_are_asked_again_then_fall_back(url):
+    client = ChatClient(url, "stand-in:bad-json")
+    (result,) = run_agent(ENV, client, episodes=1, env_kwargs={"max_episode_steps": 3}, retries=1)
+    assert (result.length, result.invalid_replies, result.fallbacks) == (3, 6, 3)
+    assert {m["content"] for m in result.messages[2::2]} == {"wait"}
+
+
+def test_memory_is_bounded():
+    memory = ReviewMemory(1)
+    memory.add({"text": "old"})
+    memory.add({})
+    memory.add({"text": "new"})
+    assert list(memory.texts) == ["new"]
+
+
+def test_an_env_without_text_is_refused():
+    with pytest.raises(FeedbackGymError, match="CartPole-v1 cannot be made for an LLM agent"):
+        next(run_agent("CartPole-v1", ChatClient("http://127.0.0.1:1/v1", "m"), episodes=1))
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            (
+                "agent",
+                "--env",
+                "feedbackgym/Nope-v0",
+                "--base-url",
+                "http://127.0.0.1:1/v1",
+                "--model",
+                "m",
+            ),
+            "unknown env id",
+        ),
+        (
+            (
+                "agent",
+                "--env",
+                ENV,
+                "--base-url",
+                "http://127.0.0.1:1/v1",
+                "--model",
+                "m",
+                "--timeout",
+                "2",
+            ),
+            "http://127.0.0.1:1/v1: APIConnectionError",
+        ),
+        (("datasets", "export-chat", "no/such/store"), "no store at no/such/store"),
+    ],
+)
+def test_cli_mistakes_are_one_line_errors(args, message):
+    run = _cli(*args)
+    assert run.returncode == 2
+    assert run.stderr.count("\n") == 1 and message in run.stderr, run.stderr
