@@ -39,10 +39,15 @@ from feedbackgym.errors import ConfigError
 from feedbackgym.webhook import checked_webhook_url
 
 __all__ = [
+    "ARM_MODIFIERS",
     "ARM_PRESETS",
+    "ARM_SUFFIX_HELP",
+    "BASE_ARMS",
     "ARM_SPEAKERS",
     "DEFAULT_DEADLINE_MS",
     "EXPLORE_ARM",
+    "FAILURE_HINTS_SUFFIX",
+    "REEXPLORE_SUFFIX",
     "SHAPING_SUFFIX",
     "AdaptiveConfig",
     "AlertConfig",
@@ -50,13 +55,16 @@ __all__ = [
     "ExploreConfig",
     "FeedbackConfig",
     "GuideConfig",
+    "ReexploreConfig",
     "RelianceConfig",
+    "RestartPoint",
     "RetentionConfig",
     "ReviewConfig",
     "ScheduleConfig",
     "ShapingConfig",
     "checked_source",
     "load_config",
+    "arm_suffixes",
     "merge_config",
     "split_arm",
     "split_generator_name",
@@ -97,7 +105,21 @@ EXPLORE_ARM = "explore"
 ``explore`` section; see :class:`ExploreConfig`), and ``explore+shaping`` with shaping:
 both speak as ``sparse``. Every other arm has the bonus off."""
 
-_ARMS: dict[str, tuple[str, bool]] = {
+REEXPLORE_SUFFIX = "+reexplore"
+"""An arm named with this suffix restarts training episodes from states its reviews
+flag (the ``reexplore`` section, see :class:`ReexploreConfig`), whoever speaks."""
+
+FAILURE_HINTS_SUFFIX = "+failure-hints"
+"""An arm with a guide named with this suffix hints only in episodes that start where
+the policy recently failed (``guide.when = "after-failure"``, no dropout)."""
+
+ARM_MODIFIERS: dict[str, dict[str, Any]] = {
+    REEXPLORE_SUFFIX: {"reexplore": {}},
+    FAILURE_HINTS_SUFFIX: {"guide": {"when": "after-failure", "dropout": 0.0}},
+}
+"""What each arm suffix after ``+shaping`` sets, in the order the suffixes are written."""
+
+_BASE_ARMS: dict[str, tuple[str, bool]] = {
     **{
         _arm_name(speakers, shaped): (speakers, shaped)
         for speakers in ARM_SPEAKERS
@@ -107,20 +129,52 @@ _ARMS: dict[str, tuple[str, bool]] = {
     EXPLORE_ARM + SHAPING_SUFFIX: ("sparse", True),
 }
 
-ARM_PRESETS: dict[str, dict[str, Any]] = {
-    name: {
-        **({} if shaped else {"shaping": {"scale": 0.0}}),
-        "explore": {} if name.removesuffix(SHAPING_SUFFIX) == EXPLORE_ARM else None,
-    }
-    for name, (_, shaped) in _ARMS.items()
-}
+
+def _modified_arms() -> dict[str, tuple[str, tuple[str, ...]]]:
+    """Every arm name: the base arms, then each with ``+reexplore`` and/or ``+failure-hints``."""
+    arms = {base: (base, ()) for base in _BASE_ARMS}
+    for suffixes in (
+        (REEXPLORE_SUFFIX,),
+        (FAILURE_HINTS_SUFFIX,),
+        (REEXPLORE_SUFFIX, FAILURE_HINTS_SUFFIX),
+    ):
+        for base, (speakers, _) in _BASE_ARMS.items():
+            if FAILURE_HINTS_SUFFIX in suffixes and "guide" not in ARM_SPEAKERS[speakers]:
+                continue  # no guide to gate
+            arms[base + "".join(suffixes)] = (base, suffixes)
+    return arms
+
+
+BASE_ARMS: tuple[str, ...] = tuple(_BASE_ARMS)
+"""The arms without a suffix of :data:`ARM_MODIFIERS`."""
+ARM_SUFFIX_HELP = (
+    f"each optionally followed by {REEXPLORE_SUFFIX} and, with a guide, {FAILURE_HINTS_SUFFIX}"
+)
+"""How the arm suffixes are written, for messages."""
+
+
+_ARMS = _modified_arms()
+
+ARM_PRESETS: dict[str, dict[str, Any]] = {}
 """What each comparison arm sets on top of a base config: every arm of
 :data:`ARM_SPEAKERS` with shaping off (scale 0) and with shaping on (the base
 config's shaping: scale 1 by default), and :data:`EXPLORE_ARM` with shaping off
 and on; the ``explore`` arms turn the exploration bonus on (the base config's
-``explore`` section, or its defaults), every other arm turns it off. The
-schedule decides who speaks; every arm has the guide and review in the vector
+``explore`` section, or its defaults), every other arm turns it off. Each may end
+in :data:`REEXPLORE_SUFFIX` and, with a guide, :data:`FAILURE_HINTS_SUFFIX`
+(:data:`ARM_MODIFIERS`); the others have no restarts and the fixed-dropout guide.
+The schedule decides who speaks; every arm has the guide and review in the vector
 and info channels (:data:`ARM_CHANNELS`), so all arms share one observation space."""
+for _name, (_base, _suffixes) in _ARMS.items():
+    _preset: dict[str, Any] = {
+        **({} if _BASE_ARMS[_base][1] else {"shaping": {"scale": 0.0}}),
+        "explore": {} if _base.removesuffix(SHAPING_SUFFIX) == EXPLORE_ARM else None,
+        "reexplore": None,
+    }
+    for _suffix in _suffixes:
+        for _section, _values in ARM_MODIFIERS[_suffix].items():
+            _preset[_section] = {**(_preset.get(_section) or {}), **_values}
+    ARM_PRESETS[_name] = _preset
 
 
 def split_arm(arm: str) -> tuple[str, bool]:
@@ -129,14 +183,28 @@ def split_arm(arm: str) -> tuple[str, bool]:
     Example:
         >>> split_arm("guide-then-review+shaping"), split_arm("review"), split_arm("shaping")
         (('guide-then-review', True), ('review', False), ('sparse', True))
+        >>> split_arm("shaping+reexplore"), arm_suffixes("guide+shaping+reexplore+failure-hints")
+        (('sparse', True), ('+reexplore', '+failure-hints'))
 
     Raises:
         ConfigError: Unknown arm (the message names the valid ones).
     """
     try:
-        return _ARMS[arm]
+        return _BASE_ARMS[_ARMS[arm][0]]
     except KeyError:
-        raise ConfigError(f"unknown arm {arm!r}; choose one of {', '.join(_ARMS)}") from None
+        raise ConfigError(
+            f"unknown arm {arm!r}; choose one of {', '.join(BASE_ARMS)}, {ARM_SUFFIX_HELP}"
+        ) from None
+
+
+def arm_suffixes(arm: str) -> tuple[str, ...]:
+    """The suffixes of :data:`ARM_MODIFIERS` that ``arm`` ends in, in order.
+
+    Raises:
+        ConfigError: Unknown arm.
+    """
+    split_arm(arm)
+    return _ARMS[arm][1]
 
 
 def split_generator_name(name: str) -> tuple[str, str]:
@@ -215,13 +283,21 @@ class GuideConfig(_Generated):
             (where the reliance rule starts, when it is on).
         dropout_scope: ``"episode"`` (whole episodes unguided: the policy
             learns to play without hints) or ``"step"`` (single hints).
+        when: ``"always"`` (every episode may be hinted, less the dropout) or
+            ``"after-failure"`` (only episodes that start where the policy
+            recently failed; see :class:`~feedbackgym.wrappers.AddGuide`).
         channels: Where hints go.
+
+    The defaults are the training recipe the arms use (half the episodes
+    unguided); :class:`~feedbackgym.wrappers.AddGuide` alone hints in every
+    episode unless asked otherwise.
     """
 
     every: int = Field(1, ge=1)
     lookahead: int = Field(2, ge=1)
     dropout: float = Field(0.5, ge=0.0, le=1.0)
     dropout_scope: Literal["step", "episode"] = "episode"
+    when: Literal["always", "after-failure"] = "always"
     channels: tuple[GuideChannel, ...] = ("info",)
 
 
@@ -355,6 +431,55 @@ class ExploreConfig(_Section):
     bits: int = Field(16, ge=1)
 
 
+RestartPoint = Literal["harmful", "stalled", "first", "last"]
+"""Which of a review's re-explore points become restart points: its harmful steps, its
+stalls, its first point or its last one."""
+
+
+class ReexploreConfig(_Section):
+    """Restarts: training episodes that start from states a review flagged, or along demos.
+
+    The ``+reexplore`` arms turn it on (``reexplore: {}`` in a file: on, with these
+    defaults); ``reexplore: null``, the default, is off. A reset with a seed
+    (validation, a trainer's first reset) is always a true reset. See
+    :class:`~feedbackgym.wrappers.Reexplore`.
+
+    Attributes:
+        prob: Chance a training reset starts from a restart point of a review
+            (when there is one).
+        points: Which review points become restart points.
+        begin: ``"start"`` (restarts from the first round) or ``"switch"`` (from
+            the schedule's switch, when the reviews begin).
+        anneal_by: Fraction of training by which ``prob`` and ``demo_prob`` have
+            fallen linearly to 0 (``None``: constant).
+        gate_successes: Successes from a review point that drop it (it is
+            learnt), or from a demonstration's start that move it back.
+        gate_failures: Failures from a review point that move it back
+            ``back_steps`` (it is too hard from there).
+        back_steps: Steps a start moves back towards the true start.
+        pool: Most review points kept (the oldest go first).
+        demonstrations: Expert episodes to restart backwards along (0: none),
+            played by the env's expert on seeds ``demo_seed, demo_seed + 1, ...``
+            (the seeds behaviour cloning's ``bc_episodes`` use, so BC(N) and
+            restarts along N read the same demonstrations).
+        demo_seed: The first demonstration's seed.
+        demo_prob: Chance a training reset starts along a demonstration whose
+            start has not reached the true start yet (the rest: true resets).
+    """
+
+    prob: float = Field(0.5, ge=0.0, le=1.0)
+    points: tuple[RestartPoint, ...] = Field(("first",), min_length=1)
+    begin: Literal["start", "switch"] = "start"
+    anneal_by: float | None = Field(None, gt=0.0, le=1.0)
+    gate_successes: int = Field(3, ge=1)
+    gate_failures: int = Field(3, ge=1)
+    back_steps: int = Field(2, ge=1)
+    pool: int = Field(32, ge=1)
+    demonstrations: int = Field(0, ge=0)
+    demo_seed: int = Field(0, ge=0)
+    demo_prob: float = Field(0.8, ge=0.0, le=1.0)
+
+
 class RetentionConfig(_Section):
     """Trajectory store retention, in days."""
 
@@ -452,6 +577,8 @@ class FeedbackConfig(_Section):
     shaping: ShapingConfig = ShapingConfig()
     explore: ExploreConfig | None = None
     """The count-based exploration bonus, or ``None`` (the default) for none."""
+    reexplore: ReexploreConfig | None = None
+    """Restarts from reviewed states or along demonstrations, or ``None`` (the default)."""
     retention: RetentionConfig = RetentionConfig()
     reliance: RelianceConfig | None = None
     """The guide-dependence rule, which moves ``guide.dropout`` at each validation,

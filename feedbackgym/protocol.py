@@ -134,14 +134,17 @@ class WrapperStats(TypedDict):
 
 
 class FeedbackStats(TypedDict):
-    """What :meth:`FeedbackEnv.feedback_stats` returns: guide and review stats (or ``None``).
+    """What :meth:`FeedbackEnv.feedback_stats` returns: guide, review and restart stats.
 
-    The guide's dict also has ``hints_given``, the review's ``reviews_given``
-    and ``episodes_ended``.
+    Each is ``None`` when the stack has no such wrapper. The guide's dict also
+    has ``hints_given``, the review's ``reviews_given`` and ``episodes_ended``,
+    the restarts' ``restores``, ``restored_episodes``, ``restored_successes``
+    and ``replayed_steps`` (see :meth:`~feedbackgym.wrappers.Reexplore.restart_stats`).
     """
 
     guide: dict[str, Any] | None
     review: dict[str, Any] | None
+    reexplore: dict[str, Any] | None
 
 
 @dataclass(frozen=True)

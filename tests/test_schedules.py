@@ -2,7 +2,7 @@ import pickle
 
 import pytest
 
-from feedbackgym.config import FeedbackConfig
+from feedbackgym.config import FeedbackConfig, arm_suffixes, split_arm
 from feedbackgym.schedules import (
     ARMS,
     TWO_PHASE_ARMS,
@@ -50,11 +50,29 @@ def test_every_arm_is_a_schedule_that_pickles(arm):
 
 def test_the_arms_are_who_speaks_and_the_exploration_bonus_times_shaping_off_and_on():
     shaped = ["shaping"] + [f"{arm}+shaping" for arm in SPEAKERS[1:]]
-    assert sorted(ARMS) == sorted([*SPEAKERS, *shaped, "explore", "explore+shaping"])
+    base = [*SPEAKERS, *shaped, "explore", "explore+shaping"]
+    assert sorted(a for a in ARMS if not arm_suffixes(a)) == sorted(base)
+    guided = [a for a in base if "guide" in a]
+    suffixed = [f"{a}+reexplore" for a in base] + [
+        f"{a}{more}+failure-hints" for a in guided for more in ("", "+reexplore")
+    ]
+    assert sorted(a for a in ARMS if arm_suffixes(a)) == sorted(suffixed)
     assert sorted(TWO_PHASE_ARMS) == sorted(a for a in ARMS if "-then-" in a)
 
 
-@pytest.mark.parametrize("arm", ARMS)
+@pytest.mark.parametrize("arm", [a for a in ARMS if arm_suffixes(a)])
+def test_a_suffix_sets_only_its_own_sections(arm):
+    suffixes = arm_suffixes(arm)
+    base = arm.removesuffix("".join(suffixes))
+    config, plain = FeedbackConfig.for_arm(arm), FeedbackConfig.for_arm(base)
+    assert split_arm(arm) == split_arm(base) and config.schedule.arm == arm
+    assert (config.reexplore is not None) == ("+reexplore" in suffixes)
+    assert (config.guide.when == "after-failure") == ("+failure-hints" in suffixes)
+    changed = {name for name, section in config if section != getattr(plain, name)}
+    assert changed <= {"schedule", "reexplore", "guide"}
+
+
+@pytest.mark.parametrize("arm", [a for a in ARMS if not arm_suffixes(a)])
 def test_an_arm_shapes_exactly_when_named_so_and_shaping_leaves_its_schedule_alone(arm):
     config = FeedbackConfig.for_arm(arm)
     named_shaped = arm.endswith("+shaping") or arm == "shaping"

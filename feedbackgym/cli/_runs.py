@@ -62,6 +62,14 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--bc-episodes", type=int, default=0, help="behaviour-cloning warm-up")
     parser.add_argument(
+        "--restart-demos",
+        type=int,
+        default=0,
+        metavar="N",
+        help="restart training episodes backwards along N expert episodes (the ones "
+        "--bc-episodes clones), moving each start back as success from it rises",
+    )
+    parser.add_argument(
         "--eval-every",
         type=positive_int,
         metavar="ROUNDS",

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from feedbackgym.cli._helpers import CommandError, make_env, parse_kwargs, positive_int
 from feedbackgym.cli._runs import add_run_arguments, feedback_overrides, given_run_settings
-from feedbackgym.schedules import ARMS
+from feedbackgym.config import BASE_ARMS
 
 if TYPE_CHECKING:
     from feedbackgym.training.experiments.compare import ComparisonConfig
@@ -43,8 +43,10 @@ def _add_arguments(compare: argparse.ArgumentParser) -> None:
     )
     compare.add_argument(
         "--arms",
-        help=f"comma-separated, from {', '.join(ARMS)} (+shaping: with subgoal shaping; "
-        "explore: no feedback, a count-based exploration bonus)",
+        help=f"comma-separated, from {', '.join(BASE_ARMS)} (+shaping: with subgoal "
+        "shaping; explore: no feedback, a count-based exploration bonus), each optionally "
+        "followed by +reexplore (restarts from the states reviews flag) and, with a guide, "
+        "+failure-hints (hints only after failures)",
     )
     compare.add_argument("--seeds", type=positive_int, help="seeds per arm")
     compare.add_argument("--steps", type=positive_int, help="env steps per run")
@@ -156,6 +158,7 @@ def _comparison_config(args: argparse.Namespace) -> ComparisonConfig:
         out=args.out,
         jobs=args.jobs or (2 if args.quick else 1),
         bc_episodes=args.bc_episodes,
+        restart_demos=args.restart_demos,
         env_kwargs=parse_kwargs(args.kwarg),
         feedback_file=args.config,
         feedback_overrides=feedback_overrides(args),

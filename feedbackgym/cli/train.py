@@ -53,6 +53,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         total_steps=args.steps,
         out_dir=args.out,
         bc_episodes=args.bc_episodes,
+        restart_demos=args.restart_demos,
         feedback_file=args.config,
         feedback_overrides=feedback_overrides(args),
         env_kwargs=env_kwargs,

@@ -33,6 +33,10 @@ _DEFAULTS = GuideConfig()
 
 DROPOUT_SCOPES = ("step", "episode")
 """What ``dropout`` withholds: single due hints, or whole episodes' hints."""
+WHEN = ("always", "after-failure")
+"""Which episodes a guide may hint in: every one, or those starting where the policy failed."""
+OUTCOMES_KEPT = 4096
+"""Most seeds whose last outcome the ``after-failure`` guide remembers."""
 VECTOR_CACHE_SIZE = 1024
 """Distinct hint encodings kept; hints repeat, so their vector fields are built once."""
 HINT_TEXT_LIMIT = 512
@@ -49,6 +53,16 @@ class AddGuide(FeedbackWrapper):
     hints even in the guide phase. With ``dropout_scope="episode"`` the dropout
     withholds whole episodes' hints instead (drawn at reset), so the policy
     also plays complete episodes unguided. Draws are seeded by ``reset(seed=...)``.
+    The default dropout is 0: the wrapper alone hints in every episode. The
+    training recipe the arms use (half the episodes unguided) is
+    :class:`~feedbackgym.config.GuideConfig`'s default, which
+    :func:`feedbackgym.make` passes.
+
+    With ``when="after-failure"`` the guide speaks only in episodes that start
+    where the policy recently failed (Guide-GRPO, ActGuide-RL): an episode reset
+    with a seed whose last episode here failed (a restart from a reviewed state
+    keeps its episode's seed), or, for a seed not seen yet or a reset without
+    one, an episode after a failed one; it stays silent after a success.
 
     Channels:
 
@@ -104,8 +118,9 @@ class AddGuide(FeedbackWrapper):
         source: str = _DEFAULTS.source,
         lookahead: int = _DEFAULTS.lookahead,
         weight: float = 1.0,
-        dropout: float = _DEFAULTS.dropout,
+        dropout: float = 0.0,
         dropout_scope: str = _DEFAULTS.dropout_scope,
+        when: str = _DEFAULTS.when,
         max_subgoals: int = 16,
         deadline_ms: float = _DEFAULTS.deadline_ms,
     ) -> None:
@@ -119,6 +134,7 @@ class AddGuide(FeedbackWrapper):
             weight=weight,
             dropout=dropout,
             dropout_scope=dropout_scope,
+            when=when,
             max_subgoals=max_subgoals,
             deadline_ms=deadline_ms,
         )
@@ -134,7 +150,11 @@ class AddGuide(FeedbackWrapper):
             text_limit=HINT_TEXT_LIMIT,
         )
         self.configure(
-            every=every, lookahead=lookahead, dropout=dropout, dropout_scope=dropout_scope
+            every=every,
+            lookahead=lookahead,
+            dropout=dropout,
+            dropout_scope=dropout_scope,
+            when=when,
         )
         self.set_weight(weight)
         self._targets = _vocabulary(env, "target_vocabulary")
@@ -151,6 +171,10 @@ class AddGuide(FeedbackWrapper):
             self.observation_space = with_vector_fields(self.observation_space, fields)
         self._t = 0
         self._unguided_episode = False
+        self._seed: int | None = None
+        self._outcomes: dict[int, bool] = {}
+        """The last outcome (success) of each seed's episodes, for ``when="after-failure"``."""
+        self._last_success = False
         self._held: Hint | None = None
         self._held_vector: dict[str, np.ndarray] | None = None
         self._vector_cache: dict[Any, dict[str, np.ndarray]] = {}
@@ -159,8 +183,16 @@ class AddGuide(FeedbackWrapper):
 
     # --- runtime setters (reach subprocess workers through env_method / call) -------------
 
-    def configure(self, *, every: int, lookahead: int, dropout: float, dropout_scope: str) -> None:
-        """Changes the guide density, lookahead and dropout (hot reload)."""
+    def configure(
+        self,
+        *,
+        every: int,
+        lookahead: int,
+        dropout: float,
+        dropout_scope: str,
+        when: str = "always",
+    ) -> None:
+        """Changes the guide density, lookahead, dropout and when it speaks (hot reload)."""
         if every < 1:
             raise ValueError(f"every must be at least 1, got {every}")
         if not 0.0 <= dropout <= 1.0:
@@ -171,6 +203,9 @@ class AddGuide(FeedbackWrapper):
             )
         if lookahead < 1:
             raise ValueError(f"lookahead must be at least 1, got {lookahead}")
+        if when not in WHEN:
+            raise ValueError(f"when must be one of {WHEN}, got {when!r}")
+        self.when = when
         self.every = every
         self.lookahead = lookahead
         self.dropout = dropout
@@ -190,6 +225,10 @@ class AddGuide(FeedbackWrapper):
         self._unguided_episode = (
             self.dropout_scope == "episode" and self._rng.random() < self.dropout
         )
+        self._seed = seed
+        if self.when == "after-failure":
+            succeeded = self._outcomes.get(seed, self._last_success) if seed is not None else None
+            self._unguided_episode |= self._last_success if succeeded is None else succeeded
         self._set_held(None)
         return self._with_hint(obs, info, due=True)
 
@@ -197,6 +236,8 @@ class AddGuide(FeedbackWrapper):
         """Steps the env; on due steps a hint may be given."""
         obs, reward, terminated, truncated, info = self.env.step(action)
         self._t += 1
+        if terminated or truncated:
+            self._ended(bool(info.get("is_success", False)))
         due = self._t % self.every == 0 and not (terminated or truncated)
         obs, info = self._with_hint(obs, info, due=due)
         return obs, reward, terminated, truncated, info
@@ -221,11 +262,22 @@ class AddGuide(FeedbackWrapper):
             obs = add_vector_fields(obs, self._held_vector)
         return obs, info
 
+    def _ended(self, success: bool) -> None:
+        """Keeps the episode's outcome, by its seed, for ``when="after-failure"``."""
+        self._last_success = success
+        if self._seed is not None:
+            self._outcomes.pop(self._seed, None)
+            self._outcomes[self._seed] = success
+            if len(self._outcomes) > OUTCOMES_KEPT:
+                del self._outcomes[next(iter(self._outcomes))]
+
     def _hint_chance(self) -> float:
         """The chance that a due hint is given: the weight, less the dropout."""
+        if self._unguided_episode:
+            return 0.0
         if self.dropout_scope == "step":
             return self.weight * (1.0 - self.dropout)
-        return 0.0 if self._unguided_episode else self.weight
+        return self.weight
 
     def _set_held(self, hint: Hint | None) -> None:
         """Holds ``hint`` until the next due step, with its (cached, read-only) vector fields."""

@@ -301,6 +301,29 @@ class AddReview(FeedbackWrapper):
             self._next_summary = None  # newer than any late review's
         return review
 
+    def quiet_review(self, info: dict[str, Any]) -> Review | None:
+        """The just-ended episode's review, for the stack's own use; no channel delivers it.
+
+        :class:`~feedbackgym.wrappers.Reexplore` calls it on an episode this
+        wrapper did not review (an arm that shows the policy no review), to
+        find the states to restart from. An off-step reviewer has
+        ``deadline_ms`` to answer; past that the review is dropped (``None``).
+        Nothing is counted or shown.
+
+        Args:
+            info: The ended episode's last info.
+        """
+        request = self._request(info)
+        call = self._call
+        if call.inline:
+            review: Review | None = call(request)
+            return review
+        future = call.submit(request)
+        done, review = call.settle(future, self.deadline_ms / 1000.0)
+        if not done:
+            future.cancel()
+        return review if done else None
+
     def _collect_landed(self) -> None:
         """Takes the pending reviews that are ready: into the next observation, and the info."""
         for pending in [p for p in self._pending if p.future.done()]:

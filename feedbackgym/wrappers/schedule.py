@@ -13,6 +13,7 @@ from feedbackgym.schedules import Schedule, TrendRule, make_schedule
 from feedbackgym.wrappers.common import feedback_info, find_wrapper
 from feedbackgym.wrappers.explore import AddExplorationBonus, bonus_kwargs
 from feedbackgym.wrappers.guide import AddGuide
+from feedbackgym.wrappers.reexplore import Reexplore
 from feedbackgym.wrappers.review import AddReview
 from feedbackgym.wrappers.shaping import ShapeWithSubgoals
 
@@ -38,8 +39,9 @@ class FadeGuideToReview(
     that, so the logic is the same).
 
     A state that carries a config (``state.config``) different from the one in
-    force reconfigures the guide, the review, the shaping and the exploration
-    bonus (hot reload).
+    force reconfigures the guide, the review, the shaping, the exploration
+    bonus and the restarts (hot reload). An inner
+    :class:`~feedbackgym.wrappers.Reexplore` learns where training is from each state.
 
     Args:
         env: The env, wrapped in :class:`AddGuide` and/or :class:`AddReview`.
@@ -84,6 +86,7 @@ class FadeGuideToReview(
             raise ValueError("FadeGuideToReview needs AddGuide and/or AddReview inside it")
         self._shaping = find_wrapper(env, ShapeWithSubgoals)
         self._explore = find_wrapper(env, AddExplorationBonus)
+        self._reexplore = find_wrapper(env, Reexplore)
         if fade_shaping and self._shaping is None:
             raise ValueError("fade_shaping needs ShapeWithSubgoals inside FadeGuideToReview")
         self._fade_shaping = fade_shaping
@@ -123,12 +126,20 @@ class FadeGuideToReview(
             self._shaping.set_shaping(
                 gamma=self._shaping.gamma, scale=self._shaping_scale * state.guide_weight
             )
+        if self._reexplore is not None:
+            schedule = self._config.schedule if self._config is not None else None
+            total = schedule.total if schedule is not None else getattr(self.schedule, "total", 1)
+            switch = state.switch_at
+            if switch is None:
+                switch = schedule.switch_at if schedule is not None else 1.0
+            self._reexplore.set_training_progress(state.progress / total, switch)
 
     def feedback_stats(self) -> FeedbackStats:
-        """Hint and review counts and latencies since the last call (see the inner wrappers)."""
+        """Hint, review and restart counts since the last call (see the inner wrappers)."""
         return {
             "guide": self._guide.feedback_stats() if self._guide is not None else None,
             "review": self._review.feedback_stats() if self._review is not None else None,
+            "reexplore": (self._reexplore.restart_stats() if self._reexplore is not None else None),
         }
 
     # --- without a trainer ----------------------------------------------------------------
@@ -180,6 +191,7 @@ class FadeGuideToReview(
                 lookahead=g.lookahead,
                 dropout=g.dropout,
                 dropout_scope=g.dropout_scope,
+                when=g.when,
             )
         if self._review is not None:
             r = config.review
@@ -195,6 +207,8 @@ class FadeGuideToReview(
             self._shaping.set_clip(shaping.clip)
         if self._explore is not None:
             self._explore.set_bonus(**bonus_kwargs(config.explore))
+        if self._reexplore is not None:
+            self._reexplore.configure(config.reexplore)
 
 
 def _as_schedule(schedule: str | dict[str, Any] | Schedule) -> Schedule:

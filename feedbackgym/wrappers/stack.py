@@ -1,9 +1,10 @@
 """``make``: an env with its whole feedback stack, from one feedback config.
 
-The stack is ``FadeGuideToReview(AddReview(AddGuide(AddExplorationBonus(ShapeWithSubgoals(
-env)))))``, optionally inside ``RecordTrajectories``; every setting comes from the config,
-whose defaults are the project's one set of defaults. ``feedbackgym.make`` is
-this function.
+The stack is ``FadeGuideToReview(Reexplore(AddReview(AddGuide(AddExplorationBonus(
+ShapeWithSubgoals(env))))))``, optionally inside ``RecordTrajectories``; ``Reexplore``
+passes every call through unless the config has a ``reexplore`` section. Every
+setting comes from the config, whose defaults are the project's one set of
+defaults. ``feedbackgym.make`` is this function.
 """
 
 from __future__ import annotations
@@ -13,10 +14,17 @@ from typing import Any
 
 import gymnasium as gym
 
-from feedbackgym.config import ARM_PRESETS, FeedbackConfig, load_config
+from feedbackgym.config import (
+    ARM_PRESETS,
+    ARM_SUFFIX_HELP,
+    BASE_ARMS,
+    FeedbackConfig,
+    load_config,
+)
 from feedbackgym.errors import ConfigError
 from feedbackgym.wrappers.explore import AddExplorationBonus, bonus_kwargs
 from feedbackgym.wrappers.guide import AddGuide
+from feedbackgym.wrappers.reexplore import Reexplore
 from feedbackgym.wrappers.review import AddReview
 from feedbackgym.wrappers.schedule import FadeGuideToReview
 from feedbackgym.wrappers.shaping import ShapeWithSubgoals
@@ -50,7 +58,7 @@ def resolve_feedback(feedback: FeedbackConfig | str | Path | None) -> FeedbackCo
     if isinstance(feedback, str) and not Path(feedback).suffix:
         if feedback not in ARM_PRESETS:
             raise ConfigError(
-                f"{feedback!r} is neither an arm ({', '.join(ARM_PRESETS)}) "
+                f"{feedback!r} is neither an arm ({', '.join(BASE_ARMS)}; {ARM_SUFFIX_HELP}) "
                 "nor a .yaml, .yml or .toml config file"
             )
         return FeedbackConfig.for_arm(feedback)
@@ -97,6 +105,7 @@ def make(
     env = AddExplorationBonus(env, **bonus_kwargs(config.explore))
     env = AddGuide(env, **_generator_as(config.guide.model_dump(), "guide"))
     env = AddReview(env, **_generator_as(config.review.model_dump(), "reviewer"))
+    env = Reexplore(env, config.reexplore)
     followed = isinstance(feedback, (str, Path)) and feedback not in ARM_PRESETS
     env = FadeGuideToReview(
         env, config=str(feedback) if followed else config.model_dump(mode="json")

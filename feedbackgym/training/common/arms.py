@@ -82,13 +82,19 @@ class ArmFeedback:
     The class it is mixed into has ``arm``, ``rounds``, ``feedback`` (the base
     config), ``feedback_file`` (a file to follow instead, or ``None``) and
     ``feedback_overrides`` (``{section: {field: value}}`` applied on top of
-    every version read: command-line flags override the file).
+    every version read: command-line flags override the file), ``seed`` and
+    ``restart_demos`` (expert episodes to restart backwards along: with N > 0
+    the run's ``reexplore`` section plays N demonstrations on the seeds
+    behaviour cloning reads, ``seed`` on; an arm without ``+reexplore`` gets
+    them alone, no review restarts).
     """
 
     arm: str
+    seed: int
     feedback: FeedbackConfig
     feedback_file: str | None
     feedback_overrides: dict[str, Any]
+    restart_demos: int
 
     @property
     def rounds(self) -> int:
@@ -102,7 +108,12 @@ class ArmFeedback:
             ConfigError: A bad override or arm.
         """
         merged = merge_config(base, self.feedback_overrides, source="run overrides")
-        return arm_config(self.arm, merged, self.rounds)
+        config = arm_config(self.arm, merged, self.rounds)
+        if not self.restart_demos:
+            return config
+        section = config.reexplore.model_dump() if config.reexplore is not None else {"prob": 0.0}
+        demos = {"demonstrations": self.restart_demos, "demo_seed": self.seed}
+        return merge_config(config, {"reexplore": {**section, **demos}}, source="restart demos")
 
     def controller(self) -> FeedbackController:
         """A new controller for the run, following ``feedback_file`` if set."""

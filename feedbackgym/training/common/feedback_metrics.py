@@ -26,7 +26,11 @@ def feedback_metrics(
     ``reviews_per_round``, ``episodes_per_round``, ``misses``, ``alert``
     (whether the reward-drop alert fired at this round's start), and when known
     ``switch_step``, ``hint_latency_p50_ms`` / ``_p99_ms``,
-    ``review_latency_p99_ms`` and ``mean_return``.
+    ``review_latency_p99_ms`` and ``mean_return``; with restarts (a
+    ``reexplore`` section) ``restores_per_round``, ``demo_restores_per_round``,
+    ``restored_success`` (the share of restored episodes that succeeded),
+    ``replayed_steps`` (steps replayed to reach the restarts, this round),
+    ``restart_pool`` and ``demo_remaining``.
 
     Example:
         >>> metrics = feedback_metrics(FeedbackController(), [], mean_return=None)
@@ -62,4 +66,23 @@ def feedback_metrics(
         metrics["review_latency_p99_ms"] = float(np.percentile(review_latency, 99))
     if mean_return is not None:
         metrics["mean_return"] = mean_return
+    restarts = [s["reexplore"] for s in stats if s.get("reexplore")]
+    if controller.config.reexplore is not None and restarts:
+        metrics.update(_restart_metrics(restarts))
+    return metrics
+
+
+def _restart_metrics(restarts: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """The round's restart counts, over every env's ``Reexplore.restart_stats()``."""
+    ended = sum(r["restored_episodes"] for r in restarts)
+    metrics = {
+        "restores_per_round": float(sum(r["restores"] for r in restarts)),
+        "demo_restores_per_round": float(sum(r["demo_restores"] for r in restarts)),
+        "restored_success": sum(r["restored_successes"] for r in restarts) / max(1, ended),
+        "replayed_steps": float(sum(r["replayed_steps"] for r in restarts)),
+        "restart_pool": float(np.mean([r["pool"] for r in restarts])),
+    }
+    remaining = [r["demo_remaining"] for r in restarts if "demo_remaining" in r]
+    if remaining:
+        metrics["demo_remaining"] = float(np.mean(remaining))
     return metrics

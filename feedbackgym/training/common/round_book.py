@@ -70,7 +70,14 @@ class RoundBook:
         self.run_dir = Path(config.out_dir)
         self.checkpoints = self.run_dir / "checkpoints"
         self.seeds = validation_seeds(eval_env, config.eval_episodes)
-        self.best = read_state(self.run_dir).get("best_success", -1.0)
+        state = read_state(self.run_dir)
+        self.best = state.get("best_success", -1.0)
+        self.replayed_steps = int(state.get("replayed_steps", 0))
+        """Steps replayed to reach restarts so far (see :meth:`add_replayed`)."""
+
+    def add_replayed(self, steps: float) -> None:
+        """Counts a round's steps replayed to reach restarts (its ``replayed_steps`` metric)."""
+        self.replayed_steps += int(steps)
 
     def checkpoint(self, round_: int) -> Path:
         """The checkpoint file of round ``round_``."""
@@ -113,6 +120,7 @@ class RoundBook:
         state.update(
             round=finished,
             timesteps=timesteps,
+            replayed_steps=self.replayed_steps,
             controller=self.controller.state_dict(),
             pending_report=pending_report,
         )
@@ -167,6 +175,7 @@ class RoundBook:
                 "success_unguided": evaluation.success_unguided,
                 "mean_return": evaluation.mean_return,
                 "mean_length": evaluation.mean_length,
+                "replayed_steps": self.replayed_steps,
             },
         )
         return evaluation

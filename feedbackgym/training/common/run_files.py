@@ -41,12 +41,24 @@ CURVE_FIELDS = (
     "success_unguided",
     "mean_return",
     "mean_length",
+    "replayed_steps",
 )
+"""The columns of ``curve.csv``: ``step`` counts env steps the learner took,
+``replayed_steps`` the steps replayed to reach restarts so far (not in ``step``)."""
 
 
 def append_curve(path: Path, row: dict[str, Any]) -> None:
-    """Appends one validation to ``curve.csv`` (writing its header first if new)."""
+    """Appends one validation to ``curve.csv`` (writing its header first if new).
+
+    A curve written with fewer columns (an earlier version, resumed) is first
+    rewritten with today's header, its rows' new columns empty.
+    """
     new = not path.exists()
+    if not new:
+        with path.open(newline="") as file:
+            header = next(csv.reader(file), [])
+        if tuple(header) != CURVE_FIELDS:
+            _rewrite(path, _rows(path))
     with path.open("a", newline="") as file:
         writer = csv.DictWriter(file, fieldnames=CURVE_FIELDS)
         if new:
@@ -62,26 +74,36 @@ def drop_curve_rows_after(path: Path, progress: int) -> None:
     """
     if not path.exists():
         return
-    with path.open(newline="") as file:
-        rows = list(csv.DictReader(file))
+    rows = _rows(path)
     kept = [row for row in rows if float(row["round"]) <= progress]
     if len(kept) < len(rows):
-        tmp = path.with_name(path.name + ".tmp")
-        with tmp.open("w", newline="") as file:
-            writer = csv.DictWriter(file, fieldnames=CURVE_FIELDS)
-            writer.writeheader()
-            writer.writerows(kept)
-        tmp.replace(path)
+        _rewrite(path, kept)
+
+
+def _rows(path: Path) -> list[dict[str, Any]]:
+    with path.open(newline="") as file:
+        return list(csv.DictReader(file))
+
+
+def _rewrite(path: Path, rows: list[dict[str, Any]]) -> None:
+    """Writes ``rows`` as the whole curve, atomically, with today's columns."""
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=CURVE_FIELDS, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    tmp.replace(path)
 
 
 def read_curve(run_dir: str | Path) -> dict[str, np.ndarray]:
     """Reads a run's ``curve.csv`` into arrays (``phase`` as strings)."""
     with (Path(run_dir) / "curve.csv").open() as file:
         rows = list(csv.DictReader(file))
+    # A curve written before a column existed reads it as 0 (``replayed_steps``).
     return {
         key: np.array([r[key] for r in rows])
         if key == "phase"
-        else np.array([float(r[key]) for r in rows])
+        else np.array([float(r.get(key) or 0) for r in rows])
         for key in CURVE_FIELDS
     }
 

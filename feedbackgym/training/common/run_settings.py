@@ -74,6 +74,9 @@ class RunConfig(ArmFeedback):
         eval_episodes: Validation seeds per validation.
         review_credit: Redistribute review credit into PPO's rollout buffer.
         bc_episodes: Expert episodes for a behaviour-cloning warm-up (0: none).
+        restart_demos: Expert episodes to restart training episodes backwards
+            along (0: none; see :class:`~feedbackgym.config.ReexploreConfig`):
+            the same episodes as ``bc_episodes`` reads, with or without cloning.
         learning_rate: PPO's learning rate.
         anneal_lr: Decay the learning rate linearly to 0 over the run (PPO's usual
             schedule for long runs), instead of keeping it constant.
@@ -129,6 +132,7 @@ class RunConfig(ArmFeedback):
     eval_episodes: int = 30
     review_credit: bool = True
     bc_episodes: int = 0
+    restart_demos: int = 0
     learning_rate: float = 3e-4
     anneal_lr: bool = False
     time_limit_terminal: bool = False

@@ -60,6 +60,8 @@ class ComparisonConfig:
         eval_every: Rounds between validations (``None``: about 15 per run).
         eval_episodes: Validation seeds per validation.
         bc_episodes: Expert episodes for a behaviour-cloning warm-up (0: none).
+        restart_demos: Expert episodes each run restarts backwards along (0:
+            none; see :class:`~feedbackgym.training.common.run_settings.RunConfig`).
         feedback: The feedback config (see :class:`~feedbackgym.config.FeedbackConfig`;
             ``shaping.gamma`` is also PPO's discount).
         feedback_file: A YAML/TOML config file every run follows instead of
@@ -99,6 +101,7 @@ class ComparisonConfig:
     eval_every: int | None = None
     eval_episodes: int = 30
     bc_episodes: int = 0
+    restart_demos: int = 0
     feedback: FeedbackConfig = field(default_factory=FeedbackConfig)
     feedback_file: str | None = None
     feedback_overrides: dict[str, Any] = field(default_factory=dict)
@@ -177,6 +180,7 @@ class ComparisonConfig:
                 eval_every=eval_every,
                 eval_episodes=self.eval_episodes,
                 bc_episodes=self.bc_episodes,
+                restart_demos=self.restart_demos,
                 feedback=self.feedback,
                 feedback_file=self.feedback_file,
                 feedback_overrides=dict(self.feedback_overrides),

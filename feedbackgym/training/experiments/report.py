@@ -99,16 +99,19 @@ class FoundRun:
         return run_label(self.trained, ablation=self.ablation)
 
 
-def run_label(arm: str, demonstrations: int = 0, ablation: str = "") -> str:
+def run_label(arm: str, demonstrations: int = 0, ablation: str = "", restart_demos: int = 0) -> str:
     """A run's label in a report: ``bcN+`` for N cloned demonstrations, ``(ablation)`` after.
 
+    ``restartsN+`` marks a run that restarted backwards along N demonstrations.
+
     Example:
-        >>> run_label("shaping"), run_label("shaping", 30)
-        ('shaping', 'bc30+shaping')
+        >>> run_label("shaping"), run_label("shaping", 30), run_label("shaping", 10, "", 10)
+        ('shaping', 'bc30+shaping', 'bc10+restarts10+shaping')
         >>> run_label("guide-then-review+shaping", ablation="no review credit")
         'guide-then-review+shaping (no review credit)'
     """
-    label = f"bc{demonstrations}+{arm}" if demonstrations else arm
+    label = f"restarts{restart_demos}+{arm}" if restart_demos else arm
+    label = f"bc{demonstrations}+{label}" if demonstrations else label
     return f"{label} ({ablation})" if ablation else label
 
 
@@ -177,7 +180,7 @@ def _found_run(run_dir: Path) -> tuple[FoundRun, int | None]:
         rounds = rounds_for(config["total_steps"], config["n_envs"], config["n_steps"])
         arm, demonstrations = config["arm"], config.get("bc_episodes", 0)
         ablation = "" if config.get("review_credit", True) else NO_CREDIT
-        label = run_label(arm, demonstrations, ablation)
+        label = run_label(arm, demonstrations, ablation, config.get("restart_demos", 0))
         where = (str(run_dir), config["env_id"])
         return FoundRun(label, config["seed"], *where, arm, demonstrations, ablation), rounds
     named = re.fullmatch(r"(.+)-seed(\d+)", run_dir.name)
@@ -255,10 +258,12 @@ def _markdown(
     notes: Sequence[str],
     sooner: list[dict[str, Any]],
 ) -> str:
+    replays = any(r.get("replayed_steps", 0) for r in rows)
     lines = [
         "| arm | seeds | steps | IQM success [95% CI] | mean success [95% CI] | hints masked "
-        "| steps to 50% | steps to 80% | final return | before switch | after switch |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| steps to 50% | steps to 80% | final return | before switch | after switch |"
+        + (" replayed steps | steps to 80% with replayed |" if replays else ""),
+        "|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if replays else ""),
     ]
     for r in rows:
         short = f" ({r['short_runs']} short)" if r["short_runs"] else ""
@@ -269,13 +274,24 @@ def _markdown(
             f"| {r['success_unguided']:.0%} | {_steps_cell(r, 50)} | {_steps_cell(r, 80)} "
             f"| {r['final_return']:.2f} | {format_or_na(r['success_before_switch'], '.0%')} "
             f"| {format_or_na(r['success_after_switch'], '.0%')} |"
+            + (
+                f" {r['replayed_steps']:,.0f} | {r['steps_to_80_with_replayed']:,.0f} |"
+                if replays
+                else ""
+            )
         )
     lines += [
         "",
         "Success at each run's last validation: IQM (mean of the middle half of the runs) "
         "and mean, with percentile bootstrap 95% CIs over the runs. Steps: the arm's last "
         "validation (short: runs that stopped before it). Steps to 50% / 80%: IQM over the "
-        "runs, ≥ when some never got there (counted at their last validation), (reached/seeds).",
+        "runs, ≥ when some never got there (counted at their last validation), (reached/seeds)."
+        + (
+            " Replayed steps: the steps replayed to reach restarts (mean over the runs), "
+            "not counted in steps; steps to 80% with replayed counts them too."
+            if replays
+            else ""
+        ),
     ]
     if improvement:
         lines += [

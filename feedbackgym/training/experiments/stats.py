@@ -295,6 +295,9 @@ def summarize_arm(arm: str, curves: Sequence[Curve]) -> dict[str, Any]:
     ``steps_to_*_censored`` is true and the value a lower bound (``reached_*``
     runs reached it). ``last_step`` is the furthest validation of the runs;
     ``short_runs`` of them stopped before it (unfinished, or a smaller budget).
+    ``replayed_steps`` is the mean over the runs of the steps replayed to reach
+    restarts (not in ``step``), and ``steps_to_80_with_replayed`` the IQM of the
+    steps to 80% with them counted (equal to ``steps_to_80`` without restarts).
 
     Example:
         >>> curve = {
@@ -330,6 +333,13 @@ def summarize_arm(arm: str, curves: Sequence[Curve]) -> dict[str, Any]:
         "success_unguided": float(np.mean([c["success_unguided"][-1] for c in curves])),
         **_steps_columns(curves, 50),
         **_steps_columns(curves, 80),
+        "replayed_steps": float(np.mean([_replayed(c)[-1] for c in curves])),
+        "steps_to_80_with_replayed": iqm(
+            np.array(
+                [steps_to({**c, "step": c["step"] + _replayed(c)}, 0.8)[0] for c in curves],
+                dtype=float,
+            )
+        ),
         "final_return": float(np.mean([c["mean_return"][-1] for c in curves])),
         "success_before_switch": before,
         "success_after_switch": after,
@@ -349,6 +359,11 @@ def speed_scores(curves: Sequence[Curve], percent: int) -> np.ndarray:
     """
     reached = [steps_to(c, percent / 100) for c in curves]
     return np.array([-math.inf if censored else -steps for steps, censored in reached], dtype=float)
+
+
+def _replayed(curve: Curve) -> np.ndarray:
+    """A curve's replayed steps at each validation (zeros for a curve without the column)."""
+    return np.asarray(curve.get("replayed_steps", np.zeros(len(curve["step"]))), dtype=float)
 
 
 def _steps_columns(curves: Sequence[Curve], percent: int) -> dict[str, Any]:

@@ -219,15 +219,16 @@ def train_sb3_run(
         controller.attach(eval_env)
         if "controller" in state:  # resumed: the switch, the trend and the alert as they were
             controller.load_state_dict(state["controller"])
+        book = RoundBook(config, controller, eval_env, suffix=".zip", progress=progress)
         callbacks = feedback_callbacks(
             controller,
             review_credit=config.review_credit,
             first_round=max(first_round, 0),
             resume_report=state.get("pending_report"),
+            on_round=lambda _, metrics: book.add_replayed(metrics.get("replayed_steps", 0.0)),
         )
         drive = callbacks.callbacks[0]
         assert isinstance(drive, DriveController)
-        book = RoundBook(config, controller, eval_env, suffix=".zip", progress=progress)
         if first_round == 0 and config.bc_episodes:
             book.validate_clone(_sampled_policy(model))
         rounds = _RoundCallback(book, drive)

@@ -72,6 +72,7 @@ class PPOConfig(ArmFeedback):
         time_limit_terminal: Treat an episode cut off by its time limit as ended
             rather than bootstrapping its value from its final observation.
         bc_episodes: Expert episodes for a behaviour-cloning warm-up (0: none).
+        restart_demos: Expert episodes to restart backwards along (0: none).
         device: ``"auto"`` (CUDA when available), ``"cuda"`` or ``"cpu"``.
         feedback: The feedback config the arm's preset goes on; its
             ``shaping.gamma`` is the discount.
@@ -107,6 +108,7 @@ class PPOConfig(ArmFeedback):
     review_credit: bool = True
     time_limit_terminal: bool = False
     bc_episodes: int = 0
+    restart_demos: int = 0
     device: str = "auto"
     feedback: FeedbackConfig = field(default_factory=FeedbackConfig)
     feedback_file: str | None = None

@@ -82,6 +82,7 @@ def ppo_config(config: RunConfig) -> PPOConfig:
         review_credit=config.review_credit,
         time_limit_terminal=config.time_limit_terminal,
         bc_episodes=config.bc_episodes,
+        restart_demos=config.restart_demos,
         device=config.device,
         feedback=config.feedback,
         feedback_file=config.feedback_file,
@@ -180,7 +181,7 @@ def _train_rounds(
         def log(tag: str, value: float, step: int = timesteps) -> None:
             writer.add_scalar(tag, value, step)
 
-        _log_round(done, controller, log)
+        book.add_replayed(_log_round(done, controller, log).get("replayed_steps", 0.0))
         for key, value in system.sample(timesteps).items():
             log(f"system/{key}", value)
         last = done.index + 1 >= config.rounds
@@ -205,8 +206,14 @@ def _rollout(learner: Learner) -> dict[str, Any]:
     }
 
 
-def _log_round(done: RoundResult, controller: Any, log: Callable[[str, float], None]) -> None:
-    """The round's ``rollout/``, ``train/`` and ``feedback/`` scalars (SB3's names)."""
+def _log_round(
+    done: RoundResult, controller: Any, log: Callable[[str, float], None]
+) -> dict[str, float]:
+    """Logs the round's ``rollout/``, ``train/`` and ``feedback/`` scalars (SB3's names).
+
+    Returns:
+        The round's ``feedback/`` metrics.
+    """
     rollout, losses = done.seen, done.losses
     returns = rollout["returns"]
     if returns:
@@ -219,8 +226,10 @@ def _log_round(done: RoundResult, controller: Any, log: Callable[[str, float], N
     log("train/learning_rate", done.learning_rate)
     log("train/credit_applied", float(rollout["credit_applied"]))
     mean_return = float(np.mean(returns)) if returns else None
-    for key, value in feedback_metrics(controller, rollout["feedback_stats"], mean_return).items():
+    metrics = feedback_metrics(controller, rollout["feedback_stats"], mean_return)
+    for key, value in metrics.items():
         log(f"feedback/{key}", value)
+    return metrics
 
 
 def rollback(run_dir: str | Path) -> Agent:
