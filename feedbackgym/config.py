@@ -132,7 +132,7 @@ _BASE_ARMS: dict[str, tuple[str, bool]] = {
 
 def _modified_arms() -> dict[str, tuple[str, tuple[str, ...]]]:
     """Every arm name: the base arms, then each with ``+reexplore`` and/or ``+failure-hints``."""
-    arms = {base: (base, ()) for base in _BASE_ARMS}
+    arms: dict[str, tuple[str, tuple[str, ...]]] = {base: (base, ()) for base in _BASE_ARMS}
     for suffixes in (
         (REEXPLORE_SUFFIX,),
         (FAILURE_HINTS_SUFFIX,),
