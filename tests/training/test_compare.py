@@ -105,6 +105,56 @@ def test_the_explore_arm_trains_with_its_bonus_and_is_judged_on_the_env_reward(t
     assert row["arm"] == "explore" and 0.0 <= float(row["final_return"]) <= 1.0
 
 
+@pytest.mark.parametrize("trainer", ["sb3", "torch"])
+def test_a_reexplore_arm_restarts_and_counts_its_replayed_steps(tmp_path, trainer):
+    config = _small(
+        tmp_path,
+        ["shaping+reexplore"],
+        steps=256,
+        eval_every=2,
+        eval_episodes=2,
+        restart_demos=2,
+        feedback_overrides={"reexplore": {"prob": 1.0}},
+        trainer=trainer,
+        device="cpu",
+    )
+    (row,) = run_comparison(config, show_progress=False)
+    run_dir = tmp_path / "runs" / "shaping+reexplore-seed0"
+    run = RunConfig.from_json((run_dir / "config.json").read_text())
+    feedback = run.arm_config(run.feedback)
+    assert (feedback.reexplore.prob, feedback.reexplore.demonstrations) == (1.0, 2)
+    assert feedback.reexplore.demo_seed == run.seed  # the seeds behaviour cloning reads
+    with (run_dir / "curve.csv").open() as file:
+        replayed = [float(r["replayed_steps"]) for r in csv.DictReader(file)]
+    assert replayed[-1] > 0 and replayed == sorted(replayed)
+    assert row["replayed_steps"] == replayed[-1]
+    assert (tmp_path / "results.md").read_text().count("replayed") >= 2
+
+
+def test_restart_demos_alone_and_with_cloning_label_their_runs(tmp_path):
+    from feedbackgym.training.experiments.report import find_runs
+
+    for out, bc in (("alone", 0), ("cloned", 2)):
+        config = _small(
+            tmp_path / out,
+            ["shaping"],
+            steps=128,
+            eval_every=1,
+            eval_episodes=2,
+            bc_episodes=bc,
+            restart_demos=2,
+            device="cpu",
+        )
+        run_comparison(config, show_progress=False)
+    runs, _ = find_runs([tmp_path / "alone", tmp_path / "cloned"])
+    assert sorted(run.arm for run in runs) == ["bc2+restarts2+shaping", "restarts2+shaping"]
+    run = RunConfig.from_json(
+        (tmp_path / "alone" / "runs" / "shaping-seed0" / "config.json").read_text()
+    )
+    restarts = run.arm_config(run.feedback).reexplore
+    assert (restarts.prob, restarts.demonstrations) == (0.0, 2)  # no review restarts
+
+
 def test_compare_command_rejects_bad_input(tmp_path):
     def run(*args):
         return subprocess.run(
@@ -117,6 +167,7 @@ def test_compare_command_rejects_bad_input(tmp_path):
     out = ["--out", str(tmp_path)]
     refused = [
         (["--quick", "--arms", "sparse,teacher", *out], "unknown arms"),
+        (["--quick", "--arms", "shaping+failure-hints", *out], "unknown arms"),
         (["--env", "feedbackgym/OpsIncidentEasy-v0"], "--arms"),
         (["--quick", "--env", "feedbackgym/Nope-v0", *out], "unknown env id"),
         (["--quick", "--dropout", "1.5", *out], "--dropout"),

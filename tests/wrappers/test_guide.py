@@ -132,3 +132,47 @@ def test_spec_round_trip_keeps_the_wrapper():
     a, _ = env.reset(seed=3)
     b, _ = remade.reset(seed=3)
     assert all(np.array_equal(a[k], b[k]) for k in a)
+
+
+def test_the_wrapper_alone_hints_in_every_episode():
+    """``AddGuide(env)`` gives hints; the arms' recipe (half the episodes unguided) is the
+    config's default, which ``feedbackgym.make`` passes."""
+    env = AddGuide(gym.make("feedbackgym/OpsIncidentMedium-v0"), every=3)
+    for seed in range(6):
+        _, info = env.reset(seed=seed)
+        assert info["feedback"]["guide"] != {}
+    made = feedbackgym.make("feedbackgym/OpsIncidentMedium-v0", feedback="guide")
+    assert made.get_wrapper_attr("dropout") == 0.5
+
+
+def _episode(env, seed, *, succeed):
+    """Plays one episode (the expert's, or an escalation); says whether it was hinted."""
+    _, info = env.reset(seed=seed)
+    hinted = info["feedback"]["guide"] != {}
+    done = False
+    while not done:
+        action = env.unwrapped.expert_action() if succeed else "escalate"
+        _, _, terminated, truncated, info = env.step(action)
+        hinted |= info["feedback"]["guide"] != {}
+        done = terminated or truncated
+    assert info["is_success"] == succeed
+    return hinted
+
+
+def test_after_failure_the_guide_speaks_only_where_the_policy_failed():
+    env = _env(every=1, when="after-failure")
+    assert _episode(env, 0, succeed=False)  # nothing known: hinted
+    assert _episode(env, 0, succeed=True)  # seed 0 failed last: hinted
+    assert not _episode(env, 0, succeed=True)  # seed 0 succeeded last: silent
+    assert not _episode(env, 1, succeed=False)  # a new seed after a success: silent
+    assert _episode(env, 1, succeed=True)  # seed 1 failed last: hinted
+    assert not _episode(env, None, succeed=False)  # no seed, after a success: silent
+    assert _episode(env, None, succeed=True)  # no seed, after a failure: hinted
+    with pytest.raises(ValueError, match="when"):
+        _env(when="sometimes")
+
+
+def test_the_failure_hints_arm_reaches_the_stack():
+    env = feedbackgym.make("feedbackgym/OpsIncidentMedium-v0", feedback="guide+failure-hints")
+    assert env.get_wrapper_attr("when") == "after-failure"
+    assert env.get_wrapper_attr("dropout") == 0.0
