@@ -14,23 +14,16 @@ from typing import Any
 import numpy as np
 
 from feedbackgym.errors import DependencyNotInstalled
-from feedbackgym.training.torch_ppo.network import (
-    Agent,
-    FusedPolicy,
-    make_optimizer,
-    ppo_update,
-)
+from feedbackgym.training.torch_ppo.network import Agent, FusedPolicy, make_optimizer, ppo_update
+from feedbackgym.training.torch_ppo.ppo_config import PPOConfig
 from feedbackgym.training.torch_ppo.trainer_view import Credit
 from feedbackgym.training.torch_ppo.update_worker import UpdateWorker
-from feedbackgym.training.workers.env_groups import (
-    StepBatch,
-)
+from feedbackgym.training.workers.env_groups import StepBatch
 
 try:
     import torch
 except ImportError as error:
     raise DependencyNotInstalled.for_extra("torch", "baselines") from error
-from feedbackgym.training.torch_ppo.ppo_config import PPOConfig
 
 
 class Rollout:

@@ -8,9 +8,7 @@ from typing import Any
 
 from feedbackgym.config import FeedbackConfig
 from feedbackgym.training.common.arms import ArmFeedback, rounds_for
-from feedbackgym.training.torch_ppo.network import (
-    UpdateSettings,
-)
+from feedbackgym.training.torch_ppo.network import UpdateSettings
 from feedbackgym.training.torch_ppo.trainer_view import trainer_env
 from feedbackgym.training.workers.env_groups import (
     EnvGroups,
