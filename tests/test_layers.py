@@ -297,5 +297,18 @@ def test_the_architecture_picture_in_the_docs_is_the_import_graph():
     assert shown == mermaid(), "regenerate it: python -m tests.test_layers"
 
 
+MOST_MODULES = 15
+"""Most modules a folder of the package holds directly; past that, subpackages by concern."""
+
+
+def test_no_folder_holds_more_than_fifteen_modules():
+    crowded = {
+        str(folder.relative_to(ROOT.parent)): count
+        for folder in {path.parent for path in MODULES.values()}
+        if (count := len(list(folder.glob("*.py")))) > MOST_MODULES
+    }
+    assert not crowded, f"split these folders into subpackages by concern: {crowded}"
+
+
 if __name__ == "__main__":
     print(mermaid())
