@@ -79,15 +79,27 @@ class Reexplore(
       here, for the restarts only: the policy never sees that review.
     * ``anneal_by`` lowers both chances linearly to 0 by that fraction of training.
 
-    The controller's :class:`~feedbackgym.protocol.FeedbackState` (pushed by
-    :class:`~feedbackgym.wrappers.FadeGuideToReview` through
-    :meth:`set_feedback_state`) says where training is. ``info["restored_from"]``
+    Where training is comes from the controller's
+    :class:`~feedbackgym.protocol.FeedbackState`: the
+    :class:`~feedbackgym.wrappers.FadeGuideToReview` outside passes it on through
+    :meth:`set_training_progress`. Replayed steps go through every wrapper inside
+    (their hints are counted with the others). ``info["restored_from"]``
     names the start of a restored episode (``{"seed", "step", "kind"}``).
     :meth:`restart_stats` counts restores, their successes and the replayed steps.
 
     ``reset(options={"restore": point})`` starts from ``point`` explicitly: a
     re-explore point of the last finished episode (``{"step": t}``) or
     ``{"seed": s, "actions": [...]}``.
+
+    Args:
+        env: The env; with restarts from reviews (``prob > 0``) an
+            :class:`~feedbackgym.wrappers.AddReview` must be inside.
+        config: The ``reexplore`` section (a
+            :class:`~feedbackgym.config.ReexploreConfig` or its dict), or
+            ``None`` for off.
+
+    Raises:
+        ValueError: Restarts from reviews without an ``AddReview`` inside.
 
     Example:
         >>> import gymnasium as gym, feedbackgym
