@@ -79,6 +79,7 @@ class FoundRun:
         trained: The arm the run trained, or what ``--rename`` called it.
         demonstrations: The expert episodes cloned before its first round (0: none).
         ablation: What the run left out of its arm (``"no review credit"``), or ``""``.
+        restart_demos: The expert episodes it restarted backwards along (0: none).
     """
 
     arm: str
@@ -88,6 +89,7 @@ class FoundRun:
     trained: str = ""
     demonstrations: int = 0
     ablation: str = ""
+    restart_demos: int = 0
 
     def __post_init__(self) -> None:
         if not self.trained:
@@ -95,8 +97,8 @@ class FoundRun:
 
     @property
     def method(self) -> str:
-        """The label without the demonstrations: what a demonstrations study compares."""
-        return run_label(self.trained, ablation=self.ablation)
+        """The label without the cloned demonstrations: what a demonstrations study compares."""
+        return run_label(self.trained, ablation=self.ablation, restart_demos=self.restart_demos)
 
 
 def run_label(arm: str, demonstrations: int = 0, ablation: str = "", restart_demos: int = 0) -> str:
@@ -153,7 +155,7 @@ def find_runs(
             run, rounds = _found_run(run_dir)
             label = (renames or {}).get((str(source), run.trained))
             if label is not None:
-                shown = run_label(label, run.demonstrations, run.ablation)
+                shown = run_label(label, run.demonstrations, run.ablation, run.restart_demos)
                 run = dataclasses.replace(run, arm=shown, trained=label)
             if (run.arm, run.seed) in seen:
                 other = seen[run.arm, run.seed]
@@ -180,9 +182,11 @@ def _found_run(run_dir: Path) -> tuple[FoundRun, int | None]:
         rounds = rounds_for(config["total_steps"], config["n_envs"], config["n_steps"])
         arm, demonstrations = config["arm"], config.get("bc_episodes", 0)
         ablation = "" if config.get("review_credit", True) else NO_CREDIT
-        label = run_label(arm, demonstrations, ablation, config.get("restart_demos", 0))
+        restarts = config.get("restart_demos", 0)
+        label = run_label(arm, demonstrations, ablation, restarts)
         where = (str(run_dir), config["env_id"])
-        return FoundRun(label, config["seed"], *where, arm, demonstrations, ablation), rounds
+        found = FoundRun(label, config["seed"], *where, arm, demonstrations, ablation, restarts)
+        return found, rounds
     named = re.fullmatch(r"(.+)-seed(\d+)", run_dir.name)
     if named is None:
         raise ValueError(f"{run_dir}: no config.json, and its name is not ARM-seedS")
