@@ -14,7 +14,7 @@ Example:
     >>> model_file(__file__)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    feedbackgym.errors.ConfigError: model file .../model_file.py: not a GGUF file (it starts with ...)
+    feedbackgym.errors.ConfigError: model file .../model_file.py: not a GGUF file ...
 """
 
 from __future__ import annotations

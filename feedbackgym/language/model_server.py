@@ -28,10 +28,12 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
-from types import TracebackType
+from collections.abc import Iterator
+from types import FrameType, TracebackType
 from typing import IO
 
 from feedbackgym.errors import ConfigError, FeedbackGymError
@@ -43,6 +45,7 @@ __all__ = [
     "ModelServer",
     "ModelServerError",
     "exit_reason",
+    "sigterm_as_interrupt",
 ]
 
 DEFAULT_CONTEXT = 2048
@@ -142,6 +145,11 @@ class ModelServer:
     def running(self) -> bool:
         """Whether the server process is alive."""
         return self._process is not None and self._process.poll() is None
+
+    def describe(self) -> str:
+        """The model and where it is served, in one line (the commands' first line)."""
+        where = f"at {self.base_url} (pid {self.pid})" if self.base_url else "(not started)"
+        return f"model: {self.model}, served by llama.cpp {where}"
 
     def exit_reason(self) -> str | None:
         """How the process ended, in words (``None``: not started, or still running)."""
@@ -275,6 +283,28 @@ class ModelServer:
         traceback: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """While the block runs, SIGTERM raises ``KeyboardInterrupt`` (so ``finally`` blocks run).
+
+    The default SIGTERM ends Python at once, skipping the ``with ModelServer``
+    that would stop the server (which then quits by itself within a second,
+    when it sees its parent gone). Outside the main thread it does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _free_port(host: str) -> int:
