@@ -31,8 +31,6 @@ __all__ = ["add_commands"]
 
 LLM_GENERATORS = ("feedbackgym.feedback.llm:LLMGuide", "feedbackgym.feedback.llm:LLMReviewer")
 """``--feedback llm``: named, so the recorded env spec says which generators spoke."""
-BASE_URL_CONTEXT = 8192
-"""``--context`` with ``--base-url``: what prompts are sized to unless told the server's."""
 
 
 def add_commands(commands: Any) -> None:
@@ -81,7 +79,11 @@ def add_commands(commands: Any) -> None:
         "--retries", type=int, default=1, help="asks again after a reply that names no action"
     )
     agent.add_argument("--timeout", type=float, default=30.0, help="seconds a model call waits")
-    add_model_server_options(agent, context_help=f"with --base-url: {BASE_URL_CONTEXT}")
+    add_model_server_options(
+        agent,
+        context_help="prompts keep within it; with --base-url, no default: the whole chat is "
+        "sent unless you give the server's context",
+    )
     agent.add_argument(
         "--constrain",
         choices=("grammar", "json", "none"),
@@ -128,7 +130,7 @@ def _cmd_agent(args: argparse.Namespace) -> int:
 
     make_env(args.env, {}).close()  # an unknown id: one line, with close ids
     if args.base_url is not None:
-        return _play(args, None, args.base_url, args.context or BASE_URL_CONTEXT)
+        return _play(args, None, args.base_url, args.context)
     context = args.context or DEFAULT_CONTEXT
     server = ModelServer(args.model_file, context=context, threads=args.threads)
     try:
@@ -140,7 +142,7 @@ def _cmd_agent(args: argparse.Namespace) -> int:
         return 130
 
 
-def _play(args: argparse.Namespace, server: Any, base_url: str, context: int) -> int:
+def _play(args: argparse.Namespace, server: Any, base_url: str, context: int | None) -> int:
     from feedbackgym.errors import ChatError
     from feedbackgym.feedback.llm import BASE_URL_ENV, MODEL_ENV, ChatClient
     from feedbackgym.language.agent_loop import run_agent
