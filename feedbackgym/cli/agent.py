@@ -116,7 +116,7 @@ def add_model_server_options(parser: argparse.ArgumentParser, *, context_help: s
         "--threads",
         type=positive_int,
         default=None,
-        help="CPU threads of the local model server (default: every core)",
+        help="CPU threads of the local model server (default: half the cores, at least 1)",
     )
 
 

@@ -76,6 +76,7 @@ __all__ = [
     "PromptTemplate",
     "ReviewAnswer",
     "choice_grammar",
+    "choices_of_grammar",
     "json_object",
     "request_block",
 ]
@@ -207,6 +208,34 @@ def choice_grammar(choices: Sequence[str]) -> str:
     if not choices:
         raise ValueError("a choice grammar needs at least one choice")
     return "root ::= " + " | ".join(f'"{_gbnf_escape(choice)}"' for choice in choices)
+
+
+_LITERAL = r'"(?:[^"\\]|\\.)*"'
+_CHOICE_GRAMMAR = re.compile(rf"root ::= {_LITERAL}(?: \| {_LITERAL})*")
+_ESCAPE = re.compile(r"\\(x[0-9a-fA-F]{2}|.)")
+
+
+def choices_of_grammar(grammar: str) -> list[str] | None:
+    r"""The choices of a grammar :func:`choice_grammar` wrote (``None`` for any other grammar).
+
+    Example:
+        >>> choices_of_grammar(choice_grammar(["wait", 'say "hi"\n']))
+        ['wait', 'say "hi"\n']
+        >>> choices_of_grammar('root ::= [a-z]+') is None
+        True
+    """
+    text = grammar.strip()
+    if not _CHOICE_GRAMMAR.fullmatch(text):
+        return None
+    literals = re.findall(_LITERAL, text.removeprefix("root ::= "))
+    return [_ESCAPE.sub(_unescape, literal[1:-1]) for literal in literals]
+
+
+def _unescape(match: re.Match[str]) -> str:
+    code = match.group(1)
+    if code.startswith("x") and len(code) == 3:
+        return chr(int(code[1:], 16))
+    return {"n": "\n", "r": "\r", "t": "\t"}.get(code, code)
 
 
 def _gbnf_escape(text: str) -> str:
