@@ -301,7 +301,7 @@ class ChatAgent:
         counts = dict.fromkeys(("invalid_replies", "model_errors", "fallbacks", "hints"), 0)
         self.memory.add(_feedback(info, "review"))  # a late review of an earlier episode
         hint = _feedback(info, "guide")
-        messages = [self._system(chat, chat.user(obs, hint))]
+        messages = [self._system(chat, chat.user(obs, hint), counts)]
         if self.window is not None:
             self.window.reset()
         length, total, done, stopped = 0, 0.0, False, ""
@@ -309,10 +309,7 @@ class ChatAgent:
             hint = _feedback(info, "guide")
             counts["hints"] += hint is not None
             messages.append(chat.user(obs, hint))
-            action = None
-            if not self.down:
-                prompt = self.window.fit(messages) if self.window is not None else messages
-                action = self._act(env, prompt, counts)
+            action = None if self.down else self._act(env, messages, counts)
             if action is None:
                 action = fallback
                 counts["fallbacks"] += 1
@@ -336,35 +333,49 @@ class ChatAgent:
             **counts,
         )
 
-    def _system(self, chat: _Chat, first: dict[str, str]) -> dict[str, str]:
+    def _system(self, chat: _Chat, first: dict[str, str], counts: dict[str, int]) -> dict[str, str]:
         """The system message, with as many reviews in memory as the window leaves room for."""
         system = chat.system(self.memory)
-        if self.window is None:
+        if self.window is None or self.down:
             return system
-        for limit in range(len(self.memory.texts) - 1, -1, -1):
-            if self.window.size([system, first]) <= self.window.budget:
-                break
-            system = chat.system(self.memory, limit)
+        try:
+            for limit in range(len(self.memory.texts) - 1, -1, -1):
+                if self.window.size([system, first]) <= self.window.budget:
+                    break
+                system = chat.system(self.memory, limit)
+        except ChatError as error:  # counting tokens asks the server too
+            self._failed(error, counts)
         return system
+
+    def _failed(self, error: ChatError, counts: dict[str, int]) -> bool:
+        """Counts a failed call; whether the model is now taken to be down."""
+        counts["model_errors"] += 1
+        self._errors_in_row += 1
+        if self._errors_in_row >= self.max_errors:
+            self.down = f"{self._errors_in_row} calls in a row failed, the last: {error}"
+        return bool(self.down)
 
     def _act(
         self, env: gym.Env[Any, Any], messages: list[dict[str, str]], counts: dict[str, int]
     ) -> Any:
-        """The action the model names, or ``None`` when it named none within the retries."""
-        ask = messages
+        """The action the model names, or ``None`` when it named none within the retries.
+
+        Counting the prompt's tokens asks the server too: a failure there is a failed call.
+        """
+        retry: list[dict[str, str]] = []
         choices = tuple(_unwrapped(env).action_meanings)
         for _ in range(self.retries + 1):
             try:
-                reply = self.client.reply(ask, choices=choices, max_tokens=self.reply_tokens)
+                prompt = self.window.fit(messages) if self.window is not None else messages
+                reply = self.client.reply(
+                    [*prompt, *retry], choices=choices, max_tokens=self.reply_tokens
+                )
             except ReplyError:
                 counts["invalid_replies"] += 1  # no text at all
                 self._errors_in_row = 0
                 continue
             except ChatError as error:
-                counts["model_errors"] += 1
-                self._errors_in_row += 1
-                if self._errors_in_row >= self.max_errors:
-                    self.down = f"{self._errors_in_row} calls in a row failed, the last: {error}"
+                if self._failed(error, counts):
                     return None
                 continue
             self._errors_in_row = 0
@@ -374,8 +385,7 @@ class ChatAgent:
                 )
             except InvalidAction:
                 counts["invalid_replies"] += 1
-                ask = [
-                    *messages,
+                retry = [
                     {"role": "assistant", "content": reply},
                     {
                         "role": "user",

@@ -124,6 +124,10 @@ class ServerTokenCounter:
             try:
                 count = self._ask(route, text)
             except (OSError, ValueError, KeyError, TypeError) as error:
+                if isinstance(error, TimeoutError) or isinstance(
+                    getattr(error, "reason", None), TimeoutError
+                ):
+                    raise ChatError(f"{self.root}: no reply within {self.timeout_s:g} s") from None
                 problems.append(f"{route}: {error}")
                 continue
             self._route = route
