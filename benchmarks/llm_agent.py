@@ -85,13 +85,17 @@ def token_speeds(base_url: str, model: str, repeats: int = 3) -> tuple[float, fl
 
 
 def play(
-    client: TimedClient, episodes: int, seed: int, env_kwargs: dict[str, Any]
+    client: TimedClient,
+    episodes: int,
+    seed: int,
+    env_kwargs: dict[str, Any],
+    context: int | None = DEFAULT_CONTEXT,
 ) -> dict[str, Any]:
     """Plays the episodes; returns the loop's figures."""
     results: list[AgentResult] = []
     start = time.perf_counter()
     for result in run_agent(
-        ENV_ID, client, episodes=episodes, seed=seed, env_kwargs=env_kwargs, context=DEFAULT_CONTEXT
+        ENV_ID, client, episodes=episodes, seed=seed, env_kwargs=env_kwargs, context=context
     ):
         results.append(result)
     minutes = (time.perf_counter() - start) / 60
@@ -130,10 +134,13 @@ def main() -> None:
         rows.append((server.model.name, play(client, args.episodes, args.seed, env_kwargs)))
     with stand_in_server() as url:
         client = TimedClient(url, "stand-in", timeout_s=120)
-        rows.append(("stand-in (expert)", play(client, args.episodes, args.seed, env_kwargs)))
+        # the whole chat: the stand-in replays it to find the expert's action
+        row = play(client, args.episodes, args.seed, env_kwargs, context=None)
+        rows.append(("stand-in (expert)", row))
     print(
-        f"prompts sized to a {DEFAULT_CONTEXT}-token context "
-        f"(at most {prompt_budget(DEFAULT_CONTEXT)} tokens a prompt)"
+        f"the packaged model's prompts sized to a {DEFAULT_CONTEXT}-token context "
+        f"(at most {prompt_budget(DEFAULT_CONTEXT)} tokens a prompt); the stand-in gets the "
+        "whole chat"
     )
     print(
         "| model | steps | step p50 ms | step p99 ms | episodes/min | invalid | fallbacks "

@@ -80,7 +80,7 @@ class ChoiceMask:
         """``scores`` with every token that continues no choice at ``-inf``."""
         if self._prompt_length is None:
             self._prompt_length = len(input_ids)
-        allowed = self.allowed(input_ids[self._prompt_length :])
+        allowed = self.allowed(input_ids[self._prompt_length :].tolist())
         masked = np.full_like(scores, -np.inf)
         masked[allowed] = scores[allowed]
         return masked

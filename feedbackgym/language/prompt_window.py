@@ -34,7 +34,7 @@ import json
 import urllib.request
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from feedbackgym.errors import ChatError, ConfigError
 
@@ -138,8 +138,11 @@ class ServerTokenCounter:
         raise ChatError(f"{self.root}: cannot count tokens ({'; '.join(problems)})")
 
     def _ask(self, route: str, text: str) -> int:
-        body = {"input": text, "model": self.model} if route.startswith("/extras") else {}
-        body = body or {"content": text, "add_special": False}
+        body: dict[str, Any] = (
+            {"input": text, "model": self.model}
+            if route.startswith("/extras")
+            else {"content": text, "add_special": False}
+        )
         request = urllib.request.Request(
             self.root + route,
             data=json.dumps(body).encode(),
