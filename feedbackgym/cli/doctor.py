@@ -18,6 +18,7 @@ Docker engine at ``DOCKER_HOST``, bubblewrap on ``PATH``, torch for CUDA).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.metadata
 import importlib.util
 import json
@@ -26,7 +27,7 @@ import platform
 import re
 import shutil
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -279,13 +280,27 @@ def _language_model() -> Check:
         detail = f"{name} ({PACKAGED_DESCRIPTION}; joined from its chunks on first use), {where}"
         return Check("language model", True, False, detail)
     try:
-        llama_cpp.Llama(str(path), vocab_only=True, verbose=False)
+        with _quiet_stderr():  # llama.cpp writes to the C stderr, verbose or not
+            llama_cpp.Llama(str(path), vocab_only=True, verbose=False)
     except (ValueError, RuntimeError, OSError) as error:
         detail = f"llama.cpp cannot load {path}: {str(error)[:120]}"
         return Check("language model", False, False, detail, f"rm {path}, then run it again")
     return Check(
         "language model", True, False, f"{name} ({PACKAGED_DESCRIPTION}) at {path}, {where}"
     )
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """File descriptor 2 goes to ``/dev/null`` while the block runs."""
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def _gpu() -> Check:
