@@ -22,12 +22,15 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from feedbackgym.cli._helpers import CommandError, add_kwarg_option, parse_kwargs, positive_int
 from feedbackgym.experts import default_dataset_path
 
-__all__ = ["add_commands"]
+if TYPE_CHECKING:
+    from feedbackgym.language.model_server import ModelServer
+
+__all__ = ["add_commands", "add_model_server_options"]
 
 LLM_GENERATORS = ("feedbackgym.feedback.llm:LLMGuide", "feedbackgym.feedback.llm:LLMReviewer")
 """``--feedback llm``: named, so the recorded env spec says which generators spoke."""
@@ -142,7 +145,9 @@ def _cmd_agent(args: argparse.Namespace) -> int:
         return 130
 
 
-def _play(args: argparse.Namespace, server: Any, base_url: str, context: int | None) -> int:
+def _play(
+    args: argparse.Namespace, server: ModelServer | None, base_url: str, context: int | None
+) -> int:
     from feedbackgym.errors import ChatError
     from feedbackgym.feedback.llm import BASE_URL_ENV, MODEL_ENV, ChatClient
     from feedbackgym.language.agent_loop import run_agent

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import importlib.util
 import json
 import os
 import signal
@@ -37,7 +38,7 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import IO
 
-from feedbackgym.errors import ConfigError, FeedbackGymError
+from feedbackgym.errors import ConfigError, DependencyNotInstalled, FeedbackGymError
 from feedbackgym.language.model_file import ModelFile, model_file
 
 __all__ = [
@@ -174,11 +175,14 @@ class ModelServer:
         """Starts the server and waits until it answers; returns its base URL.
 
         Raises:
+            DependencyNotInstalled: llama-cpp-python is not installed (the ``llm`` extra).
             ModelServerError: It exited, or did not answer within the start-up timeout
                 (it is stopped then).
         """
         if self.running:
             return self.base_url
+        if importlib.util.find_spec("llama_cpp") is None:
+            raise DependencyNotInstalled.for_extra("llama-cpp-python", "llm")
         port = self.port or _free_port(self.host)
         self._log = tempfile.TemporaryFile(prefix="feedbackgym-model-server-")
         command = [
