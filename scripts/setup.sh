@@ -17,6 +17,16 @@ if ((${#missing[@]})); then
 fi
 
 PYTHON="${PYTHON:-python3}"
+# llama-cpp-python (the llm extra) builds llama.cpp from source: about 15 minutes on 2 cores.
+# It is built once per machine into a wheel folder ($FEEDBACKGYM_WHEELS) that every later
+# set-up, and every fresh venv, installs from in seconds.
+WHEELS="${FEEDBACKGYM_WHEELS:-$HOME/.cache/feedbackgym-wheels}"
+LLAMA_CPP="$("$PYTHON" -c 'import tomllib; print(next(r for r in tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["llm"] if r.startswith("llama-cpp-python")))')"
+if ! ls "$WHEELS"/llama_cpp_python-*.whl >/dev/null 2>&1; then
+    echo "setup: building llama-cpp-python into $WHEELS (once per machine: about 15 minutes on 2 cores)"
+    "$PYTHON" -m pip wheel -q --no-deps "${LLAMA_CPP%%\[*}${LLAMA_CPP#*\]}" -w "$WHEELS"
+fi
+"$PYTHON" -m pip install -q --prefer-binary --find-links "$WHEELS" "$LLAMA_CPP"
 # torch is pinned in the same pip command as stable-baselines3 so that pip
 # takes the local CPU wheel instead of a multi-GB CUDA build.
 "$PYTHON" -m pip install -q -e ".[all,test]" "torch==2.13.0"

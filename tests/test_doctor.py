@@ -13,7 +13,7 @@ from feedbackgym.cli.doctor import Check, _text
 from feedbackgym.envs.web.executable import DEFAULT_CHROMIUM
 from tests.conftest import require
 
-SYSTEM = ("Chromium", "Docker engine", "sandbox image", "bubblewrap")
+SYSTEM = ("Chromium", "Docker engine", "sandbox image", "bubblewrap", "language model")
 EXTRAS = ("web", "code", "hdf5", "remote", "baselines", "minari", "ray", "llm", "docs", "test")
 
 

@@ -10,14 +10,17 @@ Usage::
     feedbackgym report --out DIR SRC [SRC ...]
     feedbackgym train --env ID --steps N [--arm ARM] [--trainer sb3|torch] [--out DIR]
     feedbackgym serve-feedback [--address tcp://127.0.0.1:5557]
-    feedbackgym agent --env ID --base-url URL --model NAME [--episodes N] [--feedback builtin|llm]
+    feedbackgym agent --env ID [--model-file PATH | --base-url URL [--model NAME]] [--episodes N]
+        [--feedback builtin|llm]
+    feedbackgym serve-model [--model-file PATH] [--host 127.0.0.1] [--port 8000]
     feedbackgym sandbox build [--force]
     feedbackgym doctor [--json]
     feedbackgym datasets make|inspect|verify|prune|gather|export-chat ...
 
 One module per command group adds its commands (``play``: ``envs``, ``play``
 and ``demo``; ``compare``; ``report``; ``train``; ``serve``: ``serve-feedback``;
-``agent``; ``sandbox``; ``datasets``; ``doctor``); ``_helpers`` and ``_runs`` hold what they share.
+``agent``; ``serve_model``: ``serve-model``; ``sandbox``; ``datasets``; ``doctor``);
+``_helpers`` and ``_runs`` hold what they share.
 Each command loads what it runs (the baselines, h5py, ZeroMQ) only when it runs.
 
 Errors (an unknown id, a bad option, a policy the env lacks) print one line to
@@ -32,7 +35,18 @@ from collections.abc import Sequence
 
 import gymnasium as gym
 
-from feedbackgym.cli import agent, compare, datasets, doctor, play, report, sandbox, serve, train
+from feedbackgym.cli import (
+    agent,
+    compare,
+    datasets,
+    doctor,
+    play,
+    report,
+    sandbox,
+    serve,
+    serve_model,
+    train,
+)
 from feedbackgym.errors import FeedbackGymError
 
 __all__ = ["main"]
@@ -59,6 +73,17 @@ def _parser() -> argparse.ArgumentParser:
         prog="feedbackgym", description="Long-horizon Gymnasium tasks with guide/review feedback."
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for group in (play, compare, report, train, serve, agent, sandbox, datasets, doctor):
+    for group in (
+        play,
+        compare,
+        report,
+        train,
+        serve,
+        agent,
+        serve_model,
+        sandbox,
+        datasets,
+        doctor,
+    ):
         group.add_commands(commands)
     return parser

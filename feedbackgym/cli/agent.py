@@ -2,11 +2,15 @@
 
 Usage::
 
-    feedbackgym agent --env ID --base-url URL --model NAME [--episodes N] [--seed S]
-        [--out PATH] [--round NAME] [--feedback builtin|llm] [--memory K] [--retries R]
-        [--timeout SECONDS] [--kwarg KEY=VALUE ...]
+    feedbackgym agent --env ID [--model-file PATH | --base-url URL [--model NAME]]
+        [--episodes N] [--seed S] [--out PATH] [--round NAME] [--feedback builtin|llm]
+        [--memory K] [--retries R] [--timeout SECONDS] [--context TOKENS] [--threads N]
+        [--constrain grammar|json|none] [--max-errors N] [--kwarg KEY=VALUE ...]
 
-Episodes go to a trajectory store (``--out``, default
+Without ``--base-url`` it starts a local llama.cpp server on loopback for the
+packaged model (or ``--model-file``) and stops it when it ends
+(:class:`~feedbackgym.language.model_server.ModelServer`). Its first line
+names the model. Episodes go to a trajectory store (``--out``, default
 ``$FEEDBACKGYM_DATASETS_PATH/<id>-agent``); ``feedbackgym datasets
 export-chat`` writes them as chats. ``--feedback llm`` asks the same server
 and model for the hints and reviews (:mod:`feedbackgym.feedback.llm`).
@@ -16,13 +20,17 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from feedbackgym.cli._helpers import add_kwarg_option, parse_kwargs, positive_int
+from feedbackgym.cli._helpers import CommandError, add_kwarg_option, parse_kwargs, positive_int
 from feedbackgym.experts import default_dataset_path
 
-__all__ = ["add_commands"]
+if TYPE_CHECKING:
+    from feedbackgym.language.model_server import ModelServer
+
+__all__ = ["add_commands", "add_model_server_options"]
 
 LLM_GENERATORS = ("feedbackgym.feedback.llm:LLMGuide", "feedbackgym.feedback.llm:LLMReviewer")
 """``--feedback llm``: named, so the recorded env spec says which generators spoke."""
@@ -31,13 +39,27 @@ LLM_GENERATORS = ("feedbackgym.feedback.llm:LLMGuide", "feedbackgym.feedback.llm
 def add_commands(commands: Any) -> None:
     """Adds ``agent`` to the top-level subparsers ``commands``."""
     agent = commands.add_parser(
-        "agent", help="play text episodes with a chat model (OpenAI-compatible API)"
+        "agent",
+        help="play text episodes with a language model (the packaged one, or any "
+        "OpenAI-compatible server)",
     )
     agent.add_argument("--env", required=True, metavar="ID", help="e.g. feedbackgym/OpsIncident-v0")
-    agent.add_argument(
-        "--base-url", required=True, metavar="URL", help="e.g. http://127.0.0.1:8000/v1"
+    where = agent.add_mutually_exclusive_group()
+    where.add_argument(
+        "--model-file",
+        type=Path,
+        metavar="PATH",
+        help="a GGUF file to serve locally instead of the packaged model",
     )
-    agent.add_argument("--model", required=True, metavar="NAME")
+    where.add_argument(
+        "--base-url",
+        metavar="URL",
+        help="an OpenAI-compatible server to use instead of a local one, "
+        "e.g. http://127.0.0.1:8000/v1",
+    )
+    agent.add_argument(
+        "--model", metavar="NAME", help="the model name (default: the server's first model)"
+    )
     agent.add_argument("--episodes", type=positive_int, default=5)
     agent.add_argument("--seed", type=int, default=0, help="seed of the first episode")
     agent.add_argument(
@@ -60,45 +82,126 @@ def add_commands(commands: Any) -> None:
         "--retries", type=int, default=1, help="asks again after a reply that names no action"
     )
     agent.add_argument("--timeout", type=float, default=30.0, help="seconds a model call waits")
+    add_model_server_options(
+        agent,
+        context_help="prompts keep within it; with --base-url, no default: the whole chat is "
+        "sent unless you give the server's context",
+    )
+    agent.add_argument(
+        "--constrain",
+        choices=("grammar", "json", "none"),
+        default="grammar",
+        help="how replies are held to the env's actions: a llama.cpp grammar, a JSON schema "
+        "(response_format json_object), or not at all (replies are parsed)",
+    )
+    agent.add_argument(
+        "--max-errors",
+        type=positive_int,
+        default=3,
+        help="failed model calls in a row that stop the run (the episode is cut short, recorded)",
+    )
     add_kwarg_option(agent)
     agent.set_defaults(run=_cmd_agent)
 
 
+def add_model_server_options(parser: argparse.ArgumentParser, *, context_help: str) -> None:
+    """Adds ``--context`` and ``--threads``, the local model server's options."""
+    from feedbackgym.language.model_server import DEFAULT_CONTEXT
+
+    parser.add_argument(
+        "--context",
+        type=positive_int,
+        default=None,
+        metavar="TOKENS",
+        help=f"the model's context in tokens (default: {DEFAULT_CONTEXT}; {context_help})",
+    )
+    parser.add_argument(
+        "--threads",
+        type=positive_int,
+        default=None,
+        help="CPU threads of the local model server (default: half the cores, at least 1)",
+    )
+
+
 def _cmd_agent(args: argparse.Namespace) -> int:
     from feedbackgym.cli._helpers import make_env
-    from feedbackgym.feedback.llm import BASE_URL_ENV, MODEL_ENV, ChatClient
-    from feedbackgym.language.agent_loop import run_agent
+    from feedbackgym.language.model_server import (
+        DEFAULT_CONTEXT,
+        ModelServer,
+        sigterm_as_interrupt,
+    )
 
     make_env(args.env, {}).close()  # an unknown id: one line, with close ids
-    client = ChatClient(args.base_url, args.model, timeout_s=args.timeout)
-    client.models()  # a server that does not answer fails here, not on every step
+    if args.base_url is not None:
+        return _play(args, None, args.base_url, args.context)
+    context = args.context or DEFAULT_CONTEXT
+    server = ModelServer(args.model_file, context=context, threads=args.threads)
+    try:
+        with sigterm_as_interrupt(), server:  # stopped on an error and Ctrl-C too
+            print(server.describe(), flush=True)
+            return _play(args, server, server.base_url, context)
+    except KeyboardInterrupt:  # while the server started
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def _play(
+    args: argparse.Namespace, server: ModelServer | None, base_url: str, context: int | None
+) -> int:
+    from feedbackgym.errors import ChatError
+    from feedbackgym.feedback.llm import BASE_URL_ENV, MODEL_ENV, ChatClient
+    from feedbackgym.language.agent_loop import run_agent
+    from feedbackgym.language.model_server import ModelServerError
+
+    probe = ChatClient(base_url, args.model or "any", timeout_s=args.timeout)
+    served = probe.models()  # a server that does not answer fails here, not on every step
+    model = args.model or (served[0] if served else None)
+    if model is None:
+        raise CommandError(f"{base_url} lists no model: pass --model")
+    if server is None:
+        print(f"model: {model} at {base_url}", flush=True)
+    client = ChatClient(base_url, model, timeout_s=args.timeout, constrain=args.constrain)
     guide = reviewer = None
     if args.feedback == "llm":
         os.environ[BASE_URL_ENV], os.environ[MODEL_ENV] = client.base_url, client.model
         guide, reviewer = LLM_GENERATORS
     out = args.out or default_dataset_path(args.env, "agent")
     successes = episodes = 0
-    for r in run_agent(
-        args.env,
-        client,
-        episodes=args.episodes,
-        seed=args.seed,
-        store=out,
-        round=args.round,
-        env_kwargs=parse_kwargs(args.kwarg),
-        guide=guide,
-        reviewer=reviewer,
-        deadline_ms=args.timeout * 1000,
-        memory=args.memory,
-        retries=args.retries,
-    ):
-        episodes, successes = episodes + 1, successes + r.success
-        review = f"{r.review['score']:.2f}" if r.review else "none"
-        print(
-            f"seed {r.seed}: {'success' if r.success else 'failure'} ({r.outcome}) "
-            f"return {r.episode_return:.2f} length {r.length} hints {r.hints} "
-            f"review {review} invalid replies {r.invalid_replies} "
-            f"model errors {r.model_errors} fallbacks {r.fallbacks}"
-        )
+    try:
+        for r in run_agent(
+            args.env,
+            client,
+            episodes=args.episodes,
+            seed=args.seed,
+            store=out,
+            round=args.round,
+            env_kwargs=parse_kwargs(args.kwarg),
+            guide=guide,
+            reviewer=reviewer,
+            deadline_ms=args.timeout * 1000,
+            memory=args.memory,
+            retries=args.retries,
+            context=context,
+            max_errors=args.max_errors,
+        ):
+            episodes, successes = episodes + 1, successes + r.success
+            review = f"{r.review['score']:.2f}" if r.review else "none"
+            print(
+                f"seed {r.seed}: {'success' if r.success else 'failure'} ({r.outcome}) "
+                f"return {r.episode_return:.2f} length {r.length} hints {r.hints} "
+                f"review {review} invalid replies {r.invalid_replies} "
+                f"model errors {r.model_errors} fallbacks {r.fallbacks}",
+                flush=True,
+            )
+    except ChatError as error:
+        recorded = f"{episodes} episodes recorded in {out}"
+        if server is not None and not server.running:
+            raise ModelServerError(
+                f"the model server (pid {server.pid}) {server.exit_reason()}: {error}; {recorded}"
+            ) from None
+        raise ChatError(f"{error}; {recorded}") from None
+    except KeyboardInterrupt:
+        print(f"interrupted; {episodes} episodes recorded in {out}", file=sys.stderr)
+        return 130
     print(f"{episodes} episodes, {successes / episodes:.1%} success; stored in {out}")
     return 0

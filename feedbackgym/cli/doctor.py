@@ -7,16 +7,18 @@ Usage::
 It reports the core dependencies and each extra (from the installed package's
 metadata: every requirement importable or not, with its version), Chromium for
 the web suite, the Docker engine, the sandbox image and bubblewrap for the code
-suite, and a GPU for the torch trainer. The exit status is 0 when what the
-core needs (the ops suite and the baselines: the core dependencies and the
-``baselines`` and ``hdf5`` extras) is there, 1 otherwise; the rest is
-optional. Nothing is mocked or guessed: each check asks the real thing (the
+suite, the language model that ``feedbackgym agent`` serves by default
+(llama.cpp loads its vocabulary), and a GPU for the torch trainer. The exit
+status is 0 when what the core needs (the ops suite and the baselines: the
+core dependencies and the ``baselines`` and ``hdf5`` extras) is there, 1
+otherwise; the rest is optional. Nothing is mocked or guessed: each check asks the real thing (the
 Docker engine at ``DOCKER_HOST``, bubblewrap on ``PATH``, torch for CUDA).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.metadata
 import importlib.util
 import json
@@ -25,7 +27,7 @@ import platform
 import re
 import shutil
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -85,7 +87,9 @@ def diagnose() -> list[Check]:
     Example:
         >>> checks = diagnose()
         >>> [check.name for check in checks if not check.name.startswith("extra ")]
-        ['core', 'Chromium', 'Docker engine', 'sandbox image', 'bubblewrap', 'GPU']
+        ... # doctest: +NORMALIZE_WHITESPACE
+        ['core', 'Chromium', 'Docker engine', 'sandbox image', 'bubblewrap', 'language model',
+         'GPU']
     """
     engine, client = _docker_engine()
     return [
@@ -94,6 +98,7 @@ def diagnose() -> list[Check]:
         engine,
         _sandbox_image(client),
         _bubblewrap(),
+        _language_model(),
         _gpu(),
     ]
 
@@ -249,6 +254,53 @@ def _bubblewrap() -> Check:
         detail = "bwrap is not on PATH (the code suite's local backend)"
         return Check("bubblewrap", False, False, detail, "sudo apt-get install bubblewrap")
     return Check("bubblewrap", True, False, f"{bwrap} ({_version_of([bwrap, '--version'])})")
+
+
+def _language_model() -> Check:
+    """The packaged model's package and file, and llama-cpp-python loading its vocabulary."""
+    from feedbackgym.errors import FeedbackGymError
+    from feedbackgym.language.model_file import PACKAGED_DESCRIPTION, packaged_model_package
+
+    fix = 'pip install "feedbackgym[llm]" (or bash scripts/setup.sh, which caches the build)'
+    try:
+        package = packaged_model_package()
+        package.verify_chunks()
+    except (FeedbackGymError, OSError) as error:
+        return Check("language model", False, False, f"{error} (feedbackgym agent's default)", fix)
+    try:
+        import llama_cpp
+    except (ImportError, OSError) as error:  # OSError: the built library does not load
+        detail = f"llama-cpp-python does not import: {str(error)[:120]}"
+        return Check("language model", False, False, detail, fix)
+    path = Path(package.default_output_path())
+    size = sum(chunk.stat().st_size for chunk in package.chunk_paths())
+    name = path.name.removesuffix(".gguf")
+    where = f"llama-cpp-python {llama_cpp.__version__}"
+    if not (path.is_file() and path.stat().st_size == size):
+        detail = f"{name} ({PACKAGED_DESCRIPTION}; joined from its chunks on first use), {where}"
+        return Check("language model", True, False, detail)
+    try:
+        with _quiet_stderr():  # llama.cpp writes to the C stderr, verbose or not
+            llama_cpp.Llama(str(path), vocab_only=True, verbose=False)
+    except (ValueError, RuntimeError, OSError) as error:
+        detail = f"llama.cpp cannot load {path}: {str(error)[:120]}"
+        return Check("language model", False, False, detail, f"rm {path}, then run it again")
+    return Check(
+        "language model", True, False, f"{name} ({PACKAGED_DESCRIPTION}) at {path}, {where}"
+    )
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """File descriptor 2 goes to ``/dev/null`` while the block runs."""
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def _gpu() -> Check:

@@ -68,12 +68,15 @@ __all__ = [
     "BASE_URL_ENV",
     "DEFAULT_TIMEOUT_S",
     "MODEL_ENV",
+    "CONSTRAINTS",
     "ChatClient",
     "GuideAnswer",
     "LLMGuide",
     "LLMReviewer",
     "PromptTemplate",
     "ReviewAnswer",
+    "choice_grammar",
+    "choices_of_grammar",
     "json_object",
     "request_block",
 ]
@@ -90,6 +93,10 @@ API_KEY_ENV = "FEEDBACKGYM_LLM_API_KEY"
 """The API key, for servers that want one (local servers do not)."""
 DEFAULT_TIMEOUT_S = 30.0
 """How long a call waits for the server's reply."""
+CONSTRAINTS = ("grammar", "json", "none")
+"""How :meth:`ChatClient.reply` holds a reply to its ``choices``: a llama.cpp ``grammar``
+(llama.cpp's servers), a ``response_format`` JSON schema (``{"type": "json_object",
+"schema": ...}``, llama-cpp-python's form), or not at all (the caller parses)."""
 _FENCE = re.compile(r"```json\n(.*?)\n```", re.S)
 
 
@@ -186,6 +193,63 @@ def json_object(content: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ReplyError(f"the reply is JSON but not an object: {text[:80]!r}")
     return data
+
+
+def choice_grammar(choices: Sequence[str]) -> str:
+    r"""A llama.cpp grammar (GBNF) whose only sentences are ``choices``.
+
+    Raises:
+        ValueError: There are no choices.
+
+    Example:
+        >>> print(choice_grammar(["wait", 'say "hi"']))
+        root ::= "wait" | "say \"hi\""
+    """
+    if not choices:
+        raise ValueError("a choice grammar needs at least one choice")
+    return "root ::= " + " | ".join(f'"{_gbnf_escape(choice)}"' for choice in choices)
+
+
+_LITERAL = r'"(?:[^"\\]|\\.)*"'
+_CHOICE_GRAMMAR = re.compile(rf"root ::= {_LITERAL}(?: \| {_LITERAL})*")
+_ESCAPE = re.compile(r"\\(x[0-9a-fA-F]{2}|.)")
+
+
+def choices_of_grammar(grammar: str) -> list[str] | None:
+    r"""The choices of a grammar :func:`choice_grammar` wrote (``None`` for any other grammar).
+
+    Example:
+        >>> choices_of_grammar(choice_grammar(["wait", 'say "hi"\n']))
+        ['wait', 'say "hi"\n']
+        >>> choices_of_grammar('root ::= [a-z]+') is None
+        True
+    """
+    text = grammar.strip()
+    if not _CHOICE_GRAMMAR.fullmatch(text):
+        return None
+    literals = re.findall(_LITERAL, text.removeprefix("root ::= "))
+    return [_ESCAPE.sub(_unescape, literal[1:-1]) for literal in literals]
+
+
+def _unescape(match: re.Match[str]) -> str:
+    code = match.group(1)
+    if code.startswith("x") and len(code) == 3:
+        return chr(int(code[1:], 16))
+    return {"n": "\n", "r": "\r", "t": "\t"}.get(code, code)
+
+
+def _gbnf_escape(text: str) -> str:
+    out = []
+    for char in text:
+        if char in '"\\':
+            out.append("\\" + char)
+        elif char == "\n":
+            out.append("\\n")
+        elif ord(char) < 0x20 or ord(char) == 0x7F:
+            out.append(f"\\x{ord(char):02x}")
+        else:
+            out.append(char)
+    return "".join(out)
 
 
 def request_block(content: str) -> dict[str, Any] | None:
@@ -317,6 +381,9 @@ class ChatClient:
         timeout_s: How long a call waits for its reply.
         max_tokens: The most tokens a reply may have.
         cache_size: How many parsed replies are kept.
+        constrain: How a reply asked with ``choices`` is held to them (one of
+            :data:`CONSTRAINTS`): ``"grammar"`` (llama.cpp; servers that do not
+            know the field may ignore it), ``"json"`` or ``"none"``.
 
     Attributes:
         calls: Requests sent to the server.
@@ -329,6 +396,8 @@ class ChatClient:
         >>> client = ChatClient("http://127.0.0.1:8000/v1", "llama3.2:1b", timeout_s=5)
         >>> client
         ChatClient('http://127.0.0.1:8000/v1', 'llama3.2:1b', timeout_s=5.0)
+        >>> client.constraint(["wait", "restart db"])
+        {'extra_body': {'grammar': 'root ::= "wait" | "restart db"'}}
     """
 
     def __init__(
@@ -340,12 +409,18 @@ class ChatClient:
         timeout_s: float = DEFAULT_TIMEOUT_S,
         max_tokens: int = 512,
         cache_size: int = 1024,
+        constrain: str = "grammar",
     ) -> None:
         if timeout_s <= 0 or max_tokens < 1 or cache_size < 0:
             raise ConfigError(
                 "timeout_s and max_tokens must be positive and cache_size at least 0, got "
                 f"{timeout_s}, {max_tokens}, {cache_size}"
             )
+        if constrain not in CONSTRAINTS:
+            raise ConfigError(
+                f"constrain must be one of {', '.join(CONSTRAINTS)}, got {constrain!r}"
+            )
+        self.constrain = constrain
         self.base_url = _setting(base_url, BASE_URL_ENV, "chat server base URL").rstrip("/")
         self.model = _setting(model, MODEL_ENV, "chat model name")
         self.api_key = api_key or os.environ.get(API_KEY_ENV) or "none"
@@ -409,21 +484,37 @@ class ChatClient:
         """
         return [model.id for model in self._call(lambda client: client.models.list())]
 
-    def reply(self, messages: Sequence[Mapping[str, str]], *, json_mode: bool = False) -> str:
+    def reply(
+        self,
+        messages: Sequence[Mapping[str, str]],
+        *,
+        json_mode: bool = False,
+        choices: Sequence[str] | None = None,
+        max_tokens: int | None = None,
+    ) -> str:
         """The model's reply to ``messages`` (no cache).
+
+        Args:
+            messages: The chat messages (``role``, ``content``).
+            json_mode: Ask the server for a JSON object (``response_format``).
+            choices: Ask for exactly one of these strings, held to them as
+                :attr:`constrain` says (see :meth:`constraint`).
+            max_tokens: The most tokens this reply may have (default: the client's).
 
         Raises:
             ChatError: The server failed, timed out or could not be reached.
             ReplyError: The reply has no text.
         """
         extra: dict[str, Any] = {"response_format": {"type": "json_object"}} if json_mode else {}
+        if choices is not None:
+            extra.update(self.constraint(choices))
         self.calls += 1
         response = self._call(
             lambda client: client.chat.completions.create(
                 model=self.model,
                 messages=list(messages),
                 temperature=0.0,
-                max_tokens=self.max_tokens,
+                max_tokens=max_tokens or self.max_tokens,
                 **extra,
             )
         )
@@ -432,6 +523,25 @@ class ChatClient:
         if not isinstance(content, str):
             raise ReplyError(f"{self.base_url}: the reply has no text")
         return content
+
+    def constraint(self, choices: Sequence[str]) -> dict[str, Any]:
+        """The request fields that hold a reply to ``choices`` (:attr:`constrain`'s way).
+
+        ``"grammar"``: llama.cpp's ``grammar`` (:func:`choice_grammar`);
+        ``"json"``: ``response_format`` ``{"type": "json_object", "schema":
+        {"enum": [...]}}`` (the reply is then a JSON string); ``"none"``: nothing.
+
+        Raises:
+            ValueError: There are no choices.
+        """
+        if not choices:
+            raise ValueError("a constrained reply needs at least one choice")
+        if self.constrain == "grammar":
+            return {"extra_body": {"grammar": choice_grammar(choices)}}
+        if self.constrain == "json":
+            schema = {"type": "string", "enum": list(choices)}
+            return {"response_format": {"type": "json_object", "schema": schema}}
+        return {}
 
     def _call(self, request: Callable[[Any], T]) -> T:
         """``request(openai_client)``, with the client's failures as :class:`ChatError`."""

@@ -5,9 +5,22 @@ or your own template) names the env, lists its actions, carries the texts of
 the last ``memory`` reviews of earlier episodes (Reflexion-style memory) and
 ends with the episode (env id, seed, keyword arguments) as JSON; each user
 message is an observation with the hint given with it, if any; each assistant
-message is the action taken, as the env words it. A reply that names no
-action is asked again (``retries`` times, the wrong reply shown), then the
-``fallback`` action is taken; both are counted.
+message is the action taken, as the env words it.
+
+Each reply is asked for as exactly one of the env's current actions (the
+client's ``constrain``: a llama.cpp grammar by default, see
+:meth:`~feedbackgym.feedback.llm.ChatClient.constraint`), so a server that
+honours it cannot answer anything else. Servers that ignore the field are
+still parsed: a reply that names no action is asked again (``retries``
+times, the wrong reply shown), then the ``fallback`` action is taken; both
+are counted. The prompt is the system message and the last steps that fit
+the model's context (:class:`~feedbackgym.language.prompt_window.PromptWindow`),
+so no episode outgrows it; the episode's whole chat is kept and recorded.
+
+A server that fails ``max_errors`` calls in a row (down, hanging past the
+timeout, answering errors) stops the run: the episode in flight is truncated
+at that step and recorded, then :class:`ModelUnavailable` is raised. Never a
+hang, never a lost episode.
 
 The env runs with :class:`~feedbackgym.wrappers.AddGuide` and
 :class:`~feedbackgym.wrappers.AddReview` on their ``info`` channel and,
@@ -16,8 +29,8 @@ so every observation, action, reward, hint and review goes to the HDF5 store.
 :func:`export_chat` turns stored episodes back into the same chats (JSONL, one
 episode a line) for fine-tuning.
 
-Command line: ``feedbackgym agent --env ID --base-url URL --model NAME`` and
-``feedbackgym datasets export-chat PATH``.
+Command line: ``feedbackgym agent --env ID`` (the packaged model, served locally; or
+``--base-url URL --model NAME``) and ``feedbackgym datasets export-chat PATH``.
 """
 
 from __future__ import annotations
@@ -33,8 +46,9 @@ from typing import IO, TYPE_CHECKING, Any
 import gymnasium as gym
 from gymnasium import spaces
 
-from feedbackgym.errors import ChatError, ConfigError, FeedbackGymError, InvalidAction
+from feedbackgym.errors import ChatError, ConfigError, FeedbackGymError, InvalidAction, ReplyError
 from feedbackgym.feedback.llm import DEFAULT_TIMEOUT_S, ChatClient, PromptTemplate
+from feedbackgym.language.prompt_window import TURN_TOKENS, PromptWindow, token_counter
 from feedbackgym.protocol import FEEDBACK, IS_SUCCESS, OUTCOME
 
 if TYPE_CHECKING:
@@ -42,12 +56,17 @@ if TYPE_CHECKING:
     from feedbackgym.feedback.generators import Guide, Reviewer
 
 __all__ = [
+    "DEFAULT_CONTEXT",
+    "DEFAULT_MAX_ERRORS",
     "DEFAULT_MEMORY",
+    "REPLY_TOKENS",
     "AgentResult",
     "ChatAgent",
+    "ModelUnavailable",
     "ReviewMemory",
     "chat_records",
     "export_chat",
+    "prompt_budget",
     "result_dict",
     "run_agent",
 ]
@@ -56,6 +75,18 @@ DEFAULT_MEMORY = 3
 """How many reviews of earlier episodes the system message carries."""
 ROUND = "agent"
 """The store round the loop's episodes go to unless told otherwise."""
+DEFAULT_CONTEXT = 2048
+"""The model's context in tokens that prompts are sized to, unless told otherwise."""
+REPLY_TOKENS = 48
+"""The most tokens an action reply may take (an action is a few words)."""
+DEFAULT_MAX_ERRORS = 3
+"""Failed calls in a row after which the model is taken to be down."""
+_CORRECTION_TOKENS = 64
+"""Room for the retry's correction message (the wrong reply is a reply's room more)."""
+
+
+class ModelUnavailable(ChatError):
+    """The model failed ``max_errors`` calls in a row: the episode in flight was truncated there."""
 
 
 class ReviewMemory:
@@ -88,11 +119,16 @@ class ReviewMemory:
         if review and self.texts.maxlen:
             self.texts.append(str(review["text"]))
 
-    def render(self) -> str:
-        """The memory as the system message shows it (``""`` when empty)."""
-        if not self.texts:
+    def render(self, limit: int | None = None) -> str:
+        """The memory as the system message shows it (``""`` when empty).
+
+        Args:
+            limit: Show only the ``limit`` most recent reviews (default: all kept).
+        """
+        texts = list(self.texts)[len(self.texts) - limit :] if limit is not None else self.texts
+        if not texts or limit == 0:
             return ""
-        items = "".join("- " + text.replace("\n", "\n  ") + "\n" for text in self.texts)
+        items = "".join("- " + text.replace("\n", "\n  ") + "\n" for text in texts)
         return f"\nReviews of your earlier attempts, most recent last:\n{items}"
 
 
@@ -118,8 +154,8 @@ class _Chat:
             ),
         }
 
-    def system(self, memory: ReviewMemory) -> dict[str, str]:
-        return self._messages(memory=memory.render(), observation="", hint="")[0]
+    def system(self, memory: ReviewMemory, limit: int | None = None) -> dict[str, str]:
+        return self._messages(memory=memory.render(limit), observation="", hint="")[0]
 
     def user(self, observation: Any, hint: Mapping[str, Any] | None) -> dict[str, str]:
         text = observation if isinstance(observation, str) else observation["text"]
@@ -150,7 +186,10 @@ class AgentResult:
         hints: Hints given during the episode.
         review: The review on the episode's last step (``Review.to_dict()``),
             or ``None`` when none came in time.
-        messages: The chat, system message first.
+        messages: The chat, system message first (the whole episode; each
+            prompt held its last steps that fit).
+        stopped: Why the episode was cut short (the model stopped answering),
+            or ``""``.
     """
 
     seed: int
@@ -164,6 +203,31 @@ class AgentResult:
     hints: int
     review: dict[str, Any] | None
     messages: list[dict[str, str]]
+    stopped: str = ""
+
+
+class _Truncation(gym.Wrapper[Any, Any, Any, Any]):
+    """Ends the episode on the next step when told to (the model stopped answering)."""
+
+    def __init__(self, env: gym.Env[Any, Any]) -> None:
+        super().__init__(env)
+        self.pending = False
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        self.pending = False
+        return self.env.reset(**kwargs)
+
+    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return obs, reward, terminated, truncated or self.pending, info
+
+
+def _truncation(env: gym.Env[Any, Any]) -> _Truncation | None:
+    while isinstance(env, gym.Wrapper):
+        if isinstance(env, _Truncation):
+            return env
+        env = env.env
+    return None
 
 
 class ChatAgent:
@@ -177,6 +241,13 @@ class ChatAgent:
         fallback: The action taken when no reply named one (default ``"wait"``
             when the env has it, else its first action).
         template: The prompt template (default: the built-in ``agent``).
+        window: Sizes each prompt to the model's context (``None``: the whole chat).
+        max_errors: Failed calls in a row after which the model is taken to be
+            down (see :class:`ModelUnavailable`).
+        reply_tokens: The most tokens a reply may take.
+
+    Attributes:
+        down: Why the model is taken to be down (``""`` while it answers).
 
     Example:
         >>> agent = ChatAgent(ChatClient("http://127.0.0.1:8000/v1", "qwen2.5-1.5b-instruct"))
@@ -192,36 +263,60 @@ class ChatAgent:
         retries: int = 1,
         fallback: str | None = None,
         template: str | os.PathLike[str] | None = None,
+        window: PromptWindow | None = None,
+        max_errors: int = DEFAULT_MAX_ERRORS,
+        reply_tokens: int = REPLY_TOKENS,
     ) -> None:
-        if retries < 0:
-            raise ConfigError(f"retries must be at least 0, got {retries}")
+        if retries < 0 or max_errors < 1 or reply_tokens < 1:
+            raise ConfigError(
+                "retries must be at least 0, max_errors and reply_tokens at least 1; got "
+                f"{retries}, {max_errors}, {reply_tokens}"
+            )
         self.client = client
         self.memory = ReviewMemory(memory)
         self.retries = retries
         self.fallback = fallback
         self.template = PromptTemplate.load(template or "agent")
+        self.window = window
+        self.max_errors = max_errors
+        self.reply_tokens = reply_tokens
+        self.down = ""
+        self._errors_in_row = 0
 
     def play(self, env: gym.Env[Any, Any], seed: int) -> AgentResult:
         """Plays one episode from ``reset(seed=seed)``; reviews that come go to the memory.
 
+        When the model is down (:attr:`down`), no call is made: the episode is
+        truncated at the next step when the env came from :func:`run_agent`,
+        else played out with the fallback action.
+
         Raises:
             InvalidAction: The fallback action is not one of the env's.
+            PromptTooLong: The system message and one step do not fit the window.
         """
         obs, info = env.reset(seed=seed)
         chat = _Chat(self.template, env, seed)
         fallback = _fallback_action(env, self.fallback)
+        truncation = _truncation(env)
         counts = dict.fromkeys(("invalid_replies", "model_errors", "fallbacks", "hints"), 0)
         self.memory.add(_feedback(info, "review"))  # a late review of an earlier episode
-        messages = [chat.system(self.memory)]
-        length, total, done = 0, 0.0, False
+        hint = _feedback(info, "guide")
+        messages = [self._system(chat, chat.user(obs, hint), counts)]
+        if self.window is not None:
+            self.window.reset()
+        length, total, done, stopped = 0, 0.0, False, ""
         while not done:
             hint = _feedback(info, "guide")
             counts["hints"] += hint is not None
             messages.append(chat.user(obs, hint))
-            action = self._act(env, messages, counts)
+            action = None if self.down else self._act(env, messages, counts)
             if action is None:
                 action = fallback
                 counts["fallbacks"] += 1
+            if self.down and not stopped:
+                stopped = f"stopped at step {length}: {self.down}"
+                if truncation is not None:
+                    truncation.pending = True
             messages.append(chat.assistant(action))
             obs, reward, terminated, truncated, info = env.step(action)
             length, total, done = length + 1, total + float(reward), terminated or truncated
@@ -234,26 +329,63 @@ class ChatAgent:
             episode_return=total,
             review=_feedback(info, "review"),
             messages=messages,
+            stopped=stopped,
             **counts,
         )
+
+    def _system(self, chat: _Chat, first: dict[str, str], counts: dict[str, int]) -> dict[str, str]:
+        """The system message, with as many reviews in memory as the window leaves room for."""
+        system = chat.system(self.memory)
+        if self.window is None or self.down:
+            return system
+        try:
+            for limit in range(len(self.memory.texts) - 1, -1, -1):
+                if self.window.size([system, first]) <= self.window.budget:
+                    break
+                system = chat.system(self.memory, limit)
+        except ChatError as error:  # counting tokens asks the server too
+            self._failed(error, counts)
+        return system
+
+    def _failed(self, error: ChatError, counts: dict[str, int]) -> bool:
+        """Counts a failed call; whether the model is now taken to be down."""
+        counts["model_errors"] += 1
+        self._errors_in_row += 1
+        if self._errors_in_row >= self.max_errors:
+            self.down = f"{self._errors_in_row} calls in a row failed, the last: {error}"
+        return bool(self.down)
 
     def _act(
         self, env: gym.Env[Any, Any], messages: list[dict[str, str]], counts: dict[str, int]
     ) -> Any:
-        """The action the model names, or ``None`` when it named none within the retries."""
-        ask = messages
+        """The action the model names, or ``None`` when it named none within the retries.
+
+        Counting the prompt's tokens asks the server too: a failure there is a failed call.
+        """
+        retry: list[dict[str, str]] = []
+        choices = tuple(_unwrapped(env).action_meanings)
         for _ in range(self.retries + 1):
             try:
-                reply = self.client.reply(ask)
-            except ChatError:
-                counts["model_errors"] += 1
+                prompt = self.window.fit(messages) if self.window is not None else messages
+                reply = self.client.reply(
+                    [*prompt, *retry], choices=choices, max_tokens=self.reply_tokens
+                )
+            except ReplyError:
+                counts["invalid_replies"] += 1  # no text at all
+                self._errors_in_row = 0
                 continue
+            except ChatError as error:
+                if self._failed(error, counts):
+                    return None
+                continue
+            self._errors_in_row = 0
             try:
-                return _parse_reply(env, reply)
+                return _parse_reply(
+                    env, _unquote(reply) if self.client.constrain == "json" else reply
+                )
             except InvalidAction:
                 counts["invalid_replies"] += 1
-                ask = [
-                    *messages,
+                retry = [
                     {"role": "assistant", "content": reply},
                     {
                         "role": "user",
@@ -262,6 +394,15 @@ class ChatAgent:
                     },
                 ]
         return None
+
+
+def _unquote(reply: str) -> str:
+    """A JSON string reply's text (the ``json`` constraint's form); other replies as they are."""
+    try:
+        value = json.loads(reply)
+    except json.JSONDecodeError:
+        return reply
+    return value if isinstance(value, str) else reply
 
 
 def _feedback(info: Mapping[str, Any], kind: str) -> dict[str, Any] | None:
@@ -339,6 +480,8 @@ def run_agent(
     retries: int = 1,
     fallback: str | None = None,
     template: str | os.PathLike[str] | None = None,
+    context: int | None = None,
+    max_errors: int = DEFAULT_MAX_ERRORS,
 ) -> Iterator[AgentResult]:
     """Plays ``episodes`` episodes (seeds ``seed, seed + 1, ...``), yielding each as it ends.
 
@@ -358,31 +501,77 @@ def run_agent(
         retries: Asks again after a reply that names no action.
         fallback: The action taken when none was named.
         template: The agent's prompt template (default: the built-in one).
+        context: The model's context in tokens: each prompt keeps within it,
+            less room for the reply and a retry (:func:`prompt_budget`),
+            counted by the server's tokenizer when it has an endpoint for it,
+            else bounded by UTF-8 bytes. ``None``: the whole chat each step.
+        max_errors: Failed calls in a row that stop the run.
 
     Raises:
         FeedbackGymError: The env has no text observation, or a generator or
             the fallback is bad.
+        ModelUnavailable: (after yielding the episode it cut short) The model
+            failed ``max_errors`` calls in a row.
+        PromptTooLong: The system message and one step do not fit ``context``.
 
     Example:
         >>> client = ChatClient("http://127.0.0.1:9/v1", "m", timeout_s=0.5)
-        >>> [r.fallbacks == r.length for r in run_agent(
-        ...     "feedbackgym/OpsIncidentEasy-v0", client, episodes=1, retries=0,
-        ...     env_kwargs={"max_episode_steps": 3})]  # no server there: every step falls back
-        [True]
+        >>> results = run_agent("feedbackgym/OpsIncidentEasy-v0", client, episodes=2, retries=0)
+        >>> r = next(results)  # no server there: three failed calls, then the episode is cut short
+        >>> r.length, r.model_errors, r.fallbacks, r.stopped[:20]
+        (3, 3, 3, 'stopped at step 2: 3')
+        >>> next(results)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        feedbackgym.language.agent_loop.ModelUnavailable: the model stopped answering...
     """
     from feedbackgym.wrappers import AddGuide, AddReview, RecordTrajectories
 
-    agent = ChatAgent(client, memory=memory, retries=retries, fallback=fallback, template=template)
-    env = _text_env(env_id, env_kwargs or {})
+    window = None
+    if context is not None:
+        counter = token_counter(client.base_url, client.model, timeout_s=client.timeout_s)
+        window = PromptWindow(prompt_budget(context), counter)
+    agent = ChatAgent(
+        client,
+        memory=memory,
+        retries=retries,
+        fallback=fallback,
+        template=template,
+        window=window,
+        max_errors=max_errors,
+    )
+    env: gym.Env[Any, Any] = _Truncation(_text_env(env_id, env_kwargs or {}))
     try:
         env = AddGuide(env, channels=("info",), guide=guide, dropout=0.0, deadline_ms=deadline_ms)
         env = AddReview(env, channels=("info",), reviewer=reviewer, deadline_ms=deadline_ms)
         if store is not None:
             env = RecordTrajectories(env, store, task_id=env_id, round=round)
         for n in range(episodes):
-            yield agent.play(env, seed + n)
+            result = agent.play(env, seed + n)
+            yield result
+            if result.stopped:
+                raise ModelUnavailable(
+                    f"the model stopped answering ({agent.down}); the episode at seed "
+                    f"{result.seed} was cut short after {result.length} steps and recorded"
+                )
     finally:
         env.close()
+
+
+def prompt_budget(context: int, reply_tokens: int = REPLY_TOKENS) -> int:
+    """The most tokens a prompt may take in a ``context``: less a reply, and a retry's room.
+
+    Raises:
+        ConfigError: Nothing is left for the prompt.
+
+    Example:
+        >>> prompt_budget(2048)
+        1856
+    """
+    budget = context - 2 * reply_tokens - _CORRECTION_TOKENS - 2 * TURN_TOKENS - 16
+    if budget < 1:
+        raise ConfigError(f"a context of {context} tokens leaves no room for a prompt")
+    return budget
 
 
 def chat_records(

@@ -1,4 +1,9 @@
-"""A stand-in chat server for tests and trying things out: NOT a language model.
+"""A stand-in chat server for fault injection in tests: NOT a language model.
+
+The real model is the packaged one (:mod:`~feedbackgym.language.model_server`,
+``feedbackgym serve-model``); this stand-in answers known replies and misbehaves
+on request, so the loop's handling of errors, hangs and garbage is tested
+against a real server process.
 
 It speaks the OpenAI-compatible API that vLLM, llama.cpp's server and Ollama
 speak (``POST /v1/chat/completions``, ``GET /v1/models``) on loopback, and
@@ -11,7 +16,8 @@ answers from the request JSON that the built-in prompts carry
   review, as a :class:`~feedbackgym.feedback.llm.ReviewAnswer`;
 * an agent prompt (:mod:`feedbackgym.language.agent_loop`): the env's expert action, found
   by replaying the episode (its id, seed and keyword arguments, then the
-  conversation's actions).
+  conversation's actions: give it the whole chat, ``context=None``, since a
+  prompt window that dropped steps makes it replay the wrong ones).
 
 So the LLM generators and the agent loop run end to end against a real
 server process, with known answers. The model name asks for misbehaviour:

@@ -1,9 +1,10 @@
 """The LLM agent loop and export-chat, against a real chat server process on loopback.
 
-The model is ``feedbackgym.language.stand_in_server``: a STAND-IN that answers the agent with the
-env's
-expert action and the feedback prompts with the built-in generators' answers (not a
-language model); ``stand-in:bad-json`` answers text that names no action.
+The model is ``feedbackgym.language.stand_in_server``: a STAND-IN for fault injection that
+answers the agent with the env's expert action and the feedback prompts with the built-in
+generators' answers (not a language model); ``stand-in:bad-json`` answers text that names no
+action, ``stand-in:error`` HTTP 500, ``stand-in:slow=S`` after S seconds. The packaged model
+plays in ``test_packaged_model.py``.
 """
 
 import json
@@ -14,7 +15,14 @@ import pytest
 
 import feedbackgym  # noqa: F401
 from feedbackgym.errors import FeedbackGymError
-from feedbackgym.language.agent_loop import ReviewMemory, export_chat, run_agent
+from feedbackgym.language.agent_loop import (
+    ModelUnavailable,
+    ReviewMemory,
+    export_chat,
+    prompt_budget,
+    run_agent,
+)
+from feedbackgym.language.prompt_window import TURN_TOKENS
 
 pytest.importorskip("openai")
 pytest.importorskip("h5py")
@@ -145,3 +153,74 @@ def test_cli_mistakes_are_one_line_errors(args, message):
     run = _cli(*args)
     assert run.returncode == 2
     assert run.stderr.count("\n") == 1 and message in run.stderr, run.stderr
+
+
+# --- faults: a server that errors, hangs or answers garbage ---------------------------------
+
+
+@pytest.mark.parametrize(
+    "model, timeout, cause",
+    [("stand-in:error", 10, "HTTP 500"), ("stand-in:slow=3", 0.3, "no reply within 0.3 s")],
+)
+def test_a_model_that_stops_answering_cuts_the_episode_short_and_stops_the_run(
+    url, tmp_path, model, timeout, cause
+):
+    client = ChatClient(url, model, timeout_s=timeout)
+    results = run_agent(ENV, client, episodes=3, store=tmp_path, retries=1, max_errors=3)
+    first = next(results)  # step 0: two failed calls, step 1: the third, then truncated
+    assert (first.length, first.model_errors, first.fallbacks) == (2, 3, 2)
+    assert first.stopped.startswith("stopped at step 1: 3 calls in a row failed") and cause in (
+        first.stopped
+    )
+    with pytest.raises(ModelUnavailable, match="cut short after 2 steps and recorded"):
+        next(results)
+    store = TrajectoryStore(tmp_path)
+    (meta,) = store.episodes()  # the cut episode is recorded, truncated
+    (episode,) = store.iter_episodes()
+    assert meta.length == 2 and not meta.success
+    assert list(episode.truncations) == [False, True] and not any(episode.terminations)
+
+
+def test_the_agent_command_ends_in_one_line_when_the_model_stops_answering(url, tmp_path):
+    run = _cli(
+        "agent", "--env", ENV, "--base-url", url, "--model", "stand-in:error",
+        "--episodes", "3", "--out", str(tmp_path), "--max-errors", "2",
+    )  # fmt: skip
+    assert run.returncode == 2, run.stderr
+    assert run.stdout.splitlines()[0] == f"model: stand-in:error at {url}"
+    assert "model errors 2 fallbacks 1" in run.stdout
+    assert run.stderr.count("\n") == 1 and "the model stopped answering" in run.stderr
+    assert "1 episodes recorded in" in run.stderr
+
+
+def test_garbage_replies_are_counted_misses_and_the_episode_goes_on(url):
+    client = ChatClient(url, "stand-in:off-schema", constrain="json")
+    (result,) = run_agent(ENV, client, episodes=1, env_kwargs={"max_episode_steps": 4}, retries=0)
+    assert (result.length, result.invalid_replies, result.fallbacks, result.stopped) == (
+        4,
+        4,
+        4,
+        "",
+    )
+
+
+def test_constrained_replies_reach_a_server_that_ignores_the_fields(url):
+    for constrain in ("grammar", "json", "none"):
+        client = ChatClient(url, "stand-in", constrain=constrain)
+        (result,) = run_agent(ENV, client, episodes=1, context=8192)
+        assert result.success and result.invalid_replies == result.fallbacks == 0
+
+
+def test_a_long_episode_never_outgrows_the_context(url):
+    client = ChatClient(url, "stand-in:bad-json")  # never acts: the episode runs until the SLO
+    sizes = []
+    original = client.reply
+
+    def reply(messages, **kwargs):
+        sizes.append(sum(len(m["content"].encode()) + TURN_TOKENS for m in messages))
+        return original(messages, **kwargs)
+
+    client.reply = reply
+    (result,) = run_agent(ENV, client, episodes=1, retries=0, context=4096, memory=0)
+    assert result.length > 60 and len(result.messages) == 1 + 2 * result.length  # all kept
+    assert max(sizes) <= prompt_budget(4096) and len(set(sizes)) > 10

@@ -1,0 +1,155 @@
+"""The model server's process: llama-cpp-python's OpenAI-compatible server, with a chat template.
+
+:mod:`~feedbackgym.language.model_server` starts this module as a child
+process; it is not meant to be run by hand (``feedbackgym serve-model`` is).
+It serves one GGUF file on ``--host``/``--port`` with llama-cpp-python's
+server (``/v1/chat/completions``, ``/v1/completions``, ``/v1/models``,
+``/extras/tokenize/count``; replies constrained by a llama.cpp ``grammar`` or a
+``response_format`` of ``{"type": "json_object", "schema": ...}``), and quits
+with its parent, even one killed by ``kill -9``.
+
+A ``grammar`` that is only an alternation of strings (what
+:func:`~feedbackgym.feedback.llm.choice_grammar` writes for the agent's
+actions) is applied as a :class:`~feedbackgym.language.choice_mask.ChoiceMask`
+over the choices' tokens rather than by llama.cpp's grammar sampler: the same
+replies, without checking all 262,144 tokens of Gemma's vocabulary against
+the grammar at every step (3-8 s an action reply on 2 cores, against well
+under a second). Any other grammar, and ``response_format``, go to llama.cpp.
+
+``--chat-template gemma`` renders chats with the Gemma turns of
+``feedbackgym/language/prompts/gemma.jinja``, which keep the system text (the
+packaged model's GGUF has no template, and llama-cpp-python's own ``gemma``
+format drops system messages). Without it, the GGUF's own template is used
+(llama-cpp-python's fallback when the file has none).
+
+The ``llm`` extra installs ``llama-cpp-python``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from importlib import resources
+from typing import Any
+
+from feedbackgym._process import exit_with_parent
+from feedbackgym.errors import DependencyNotInstalled
+from feedbackgym.feedback.llm import choices_of_grammar
+from feedbackgym.language.choice_mask import ChoiceMask
+
+__all__ = ["CHAT_TEMPLATES", "main", "mask_choice_grammars", "register_chat_template"]
+
+CHAT_TEMPLATES = ("gemma",)
+"""The chat templates shipped in ``feedbackgym/language/prompts/`` (``NAME.jinja``)."""
+_TEMPLATE_TOKENS = {"gemma": ("<bos>", "<end_of_turn>")}
+"""Each template's BOS text and its end of a turn (where a reply stops)."""
+
+
+def register_chat_template(name: str) -> str:
+    """Registers the shipped template ``name`` with llama-cpp-python; returns its chat format.
+
+    Raises:
+        DependencyNotInstalled: llama-cpp-python is not installed.
+        ValueError: No template has that name.
+    """
+    if name not in CHAT_TEMPLATES:
+        raise ValueError(f"no chat template {name!r} (known: {', '.join(CHAT_TEMPLATES)})")
+    try:
+        from llama_cpp import llama_chat_format
+    except ImportError as error:
+        raise DependencyNotInstalled.for_extra("llama-cpp-python", "llm") from error
+    text = resources.files("feedbackgym.language").joinpath(f"prompts/{name}.jinja").read_text()
+    bos, end_of_turn = _TEMPLATE_TOKENS[name]
+    formatter = llama_chat_format.Jinja2ChatFormatter(
+        template=text, eos_token=end_of_turn, bos_token=bos
+    )
+    chat_format = f"feedbackgym-{name}"
+    llama_chat_format.LlamaChatCompletionHandlerRegistry().register_chat_completion_handler(
+        chat_format, formatter.to_chat_handler(), overwrite=True
+    )
+    return chat_format
+
+
+def mask_choice_grammars() -> None:
+    """Makes ``Llama.create_completion`` (chats and completions) apply choice grammars as masks.
+
+    It patches llama-cpp-python's class in this process only: the server's.
+
+    Raises:
+        DependencyNotInstalled: llama-cpp-python is not installed.
+    """
+    try:
+        import llama_cpp
+    except ImportError as error:
+        raise DependencyNotInstalled.for_extra("llama-cpp-python", "llm") from error
+    create = llama_cpp.Llama.create_completion
+    if getattr(create, "masks_choices", False):
+        return
+
+    def create_completion(self: Any, *args: Any, **kwargs: Any) -> Any:
+        grammar = kwargs.get("grammar")
+        choices = choices_of_grammar(grammar._grammar) if grammar is not None else None
+        if choices:
+            tokens = [self.tokenize(c.encode(), add_bos=False, special=False) for c in choices]
+            mask = ChoiceMask([t for t in tokens if t], end=self.token_eos())
+            kwargs["grammar"] = None
+            kwargs["logits_processor"] = llama_cpp.LogitsProcessorList(
+                [*(kwargs.get("logits_processor") or []), mask]
+            )
+        return create(self, *args, **kwargs)
+
+    create_completion.masks_choices = True  # type: ignore[attr-defined]
+    llama_cpp.Llama.create_completion = create_completion  # type: ignore[method-assign]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Serves until SIGTERM or SIGINT (or the parent's end); returns the exit status."""
+    parser = argparse.ArgumentParser(
+        prog="python -m feedbackgym.language.llama_process",
+        description="llama.cpp's OpenAI-compatible server for one GGUF file (feedbackgym's).",
+    )
+    parser.add_argument("--model", required=True, help="the GGUF file")
+    parser.add_argument("--alias", required=True, help="the model's name in /v1/models")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--context", type=int, default=2048, help="context size in tokens")
+    parser.add_argument("--threads", type=int, default=max(1, (os.cpu_count() or 2) // 2))
+    parser.add_argument("--chat-template", choices=CHAT_TEMPLATES, default=None)
+    parser.add_argument("--orphan-ok", action="store_true", help="keep serving if the parent ends")
+    args = parser.parse_args(argv)
+    if not args.orphan_ok:
+        exit_with_parent()
+    try:
+        import uvicorn
+        from llama_cpp.server.app import create_app
+        from llama_cpp.server.settings import ModelSettings, ServerSettings
+    except ImportError as error:
+        raise DependencyNotInstalled.for_extra("llama-cpp-python", "llm") from error
+    mask_choice_grammars()
+    chat_format = register_chat_template(args.chat_template) if args.chat_template else None
+    app = create_app(
+        server_settings=ServerSettings(host=args.host, port=args.port),
+        model_settings=[
+            ModelSettings(
+                model=args.model,
+                model_alias=args.alias,
+                n_ctx=args.context,
+                n_threads=args.threads,
+                n_threads_batch=args.threads,
+                chat_format=chat_format,
+                # The server's default (True) computes the 262,144-way output layer for every
+                # prompt token, and keeps it: 2 GB at 2048 tokens, prompts 3-4 times slower.
+                # Without it, replies carry no logprobs.
+                logits_all=False,
+                verbose=False,
+            )
+        ],
+    )
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

