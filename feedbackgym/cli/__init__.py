@@ -9,6 +9,8 @@ Usage::
         [--backend local|ray] [--address auto|ray://HOST:PORT]
     feedbackgym report --out DIR SRC [SRC ...]
     feedbackgym train --env ID --steps N [--arm ARM] [--trainer sb3|torch] [--out DIR]
+    feedbackgym train-llm --env ID --rounds N [--arm ARM] [--model packaged|PATH] [--out DIR]
+    feedbackgym versions RUN_DIR [--promote N | --canary N --share S | --rollback [N]]
     feedbackgym serve-feedback [--address tcp://127.0.0.1:5557]
     feedbackgym agent --env ID --base-url URL --model NAME [--episodes N] [--feedback builtin|llm]
     feedbackgym sandbox build [--force]
@@ -16,8 +18,9 @@ Usage::
     feedbackgym datasets make|inspect|verify|prune|gather|export-chat ...
 
 One module per command group adds its commands (``play``: ``envs``, ``play``
-and ``demo``; ``compare``; ``report``; ``train``; ``serve``: ``serve-feedback``;
-``agent``; ``sandbox``; ``datasets``; ``doctor``); ``_helpers`` and ``_runs`` hold what they share.
+and ``demo``; ``compare``; ``report``; ``train``; ``train_llm``: ``train-llm``;
+``versions``; ``serve``: ``serve-feedback``; ``agent``; ``sandbox``; ``datasets``;
+``doctor``); ``_helpers`` and ``_runs`` hold what they share.
 Each command loads what it runs (the baselines, h5py, ZeroMQ) only when it runs.
 
 Errors (an unknown id, a bad option, a policy the env lacks) print one line to
@@ -32,7 +35,19 @@ from collections.abc import Sequence
 
 import gymnasium as gym
 
-from feedbackgym.cli import agent, compare, datasets, doctor, play, report, sandbox, serve, train
+from feedbackgym.cli import (
+    agent,
+    compare,
+    datasets,
+    doctor,
+    play,
+    report,
+    sandbox,
+    serve,
+    train,
+    train_llm,
+    versions,
+)
 from feedbackgym.errors import FeedbackGymError
 
 __all__ = ["main"]
@@ -59,6 +74,18 @@ def _parser() -> argparse.ArgumentParser:
         prog="feedbackgym", description="Long-horizon Gymnasium tasks with guide/review feedback."
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for group in (play, compare, report, train, serve, agent, sandbox, datasets, doctor):
+    for group in (
+        play,
+        compare,
+        report,
+        train,
+        train_llm,
+        versions,
+        serve,
+        agent,
+        sandbox,
+        datasets,
+        doctor,
+    ):
         group.add_commands(commands)
     return parser

@@ -8,15 +8,13 @@ kilobytes, loaded in well under a second (the packaged model takes a minute).
 import re
 from pathlib import Path
 
-import feedbackgym
-
 SPECIALS = ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>"]
 
 
 def _words(env_id):
-    from feedbackgym.feedback.llm import PromptTemplate
-
     import gymnasium as gym
+
+    from feedbackgym.feedback.llm import PromptTemplate
 
     env = gym.make(env_id, obs_mode="text")
     texts = [PromptTemplate.load("agent").system.template, "user model Hint Reviews"]
@@ -118,9 +116,7 @@ def warm_up(folder, env_id="feedbackgym/OpsIncidentEasy-v0", *, seeds=range(6), 
     torch.manual_seed(0)
     for step in range(steps):
         ids, labels = data[step % len(data)]
-        loss = model(
-            input_ids=torch.tensor([ids]), labels=torch.tensor([labels])
-        ).loss
+        loss = model(input_ids=torch.tensor([ids]), labels=torch.tensor([labels])).loss
         loss.backward()
         optimizer.step()
         optimizer.zero_grad()

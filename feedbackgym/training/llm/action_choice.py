@@ -127,8 +127,7 @@ class TokenStream:
 
 
 def _cache_argument(model: Any) -> str:
-    """What the model's forward calls its KV cache: ``cache`` (transformers >= 5.2x) or
-    ``past_key_values`` (earlier)."""
+    """What the model's forward calls its KV cache: ``cache``, or ``past_key_values`` (older)."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
 

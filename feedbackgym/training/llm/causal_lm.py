@@ -130,11 +130,17 @@ def _base(name: str, dtype: torch.dtype) -> tuple[Any, Any, str]:
         path = packaged_gguf() if name == PACKAGED else Path(name).expanduser()
         if not path.is_file():
             raise ConfigError(f"model {name}: no such GGUF file")
-        folder, file = str(path.parent), path.name
-        tokenizer = transformers.AutoTokenizer.from_pretrained(folder, gguf_file=file)
-        model = transformers.AutoModelForCausalLM.from_pretrained(
-            folder, gguf_file=file, dtype=dtype
+        tokenizer = transformers.AutoTokenizer.from_pretrained(
+            str(path.parent), gguf_file=path.name
         )
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            str(path.parent), gguf_file=path.name, dtype=dtype
+        )
+        quantizer = getattr(model, "hf_quantizer", None)
+        if quantizer is not None:
+            # The GGUF loader dequantizes every tensor as it loads: the weights are plain
+            # floats, but the model still says it is quantized, which the Trainer refuses.
+            quantizer.remove_quantization_config(model)
         label = "Gemma 3 270M base (the packaged model)" if name == PACKAGED else str(path)
         return model, tokenizer, label
     folder = Path(name).expanduser()

@@ -1,4 +1,4 @@
-"""An episode's chat as text: the turn markup, the system message, each user turn.
+r"""An episode's chat as text: the turn markup, the system message, each user turn.
 
 The system message is the agent loop's (the built-in ``agent`` prompt of
 :class:`~feedbackgym.feedback.llm.PromptTemplate`: the env, its actions, the
@@ -23,8 +23,8 @@ Example:
     <start_of_turn>user
     Alerts: none<end_of_turn>
     <start_of_turn>model
-    >>> new_lines("Step 1\\nAlerts: db", "Step 2\\nAlerts: db\\n> wait")
-    'Step 2\\n> wait'
+    >>> new_lines("Step 1\nAlerts: db", "Step 2\nAlerts: db\n> wait")
+    'Step 2\n> wait'
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def new_lines(previous: str, current: str) -> str:
 
 
 class EpisodeText:
-    """The texts of one episode's chat: the system message and each user turn.
+    r"""The texts of one episode's chat: the system message and each user turn.
 
     Args:
         env_id: The env's id (the system message names it).
@@ -132,7 +132,7 @@ class EpisodeText:
         Step 0
         <BLANKLINE>
         Hint: inspect db.
-        >>> text.user("Step 0\\nStep 1", None)
+        >>> text.user("Step 0\nStep 1", None)
         'Step 1'
     """
 

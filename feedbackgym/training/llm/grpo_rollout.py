@@ -58,9 +58,9 @@ def seed_of(prompt: Any) -> int:
 
 def episode_return_reward(
     prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any
-) -> list[float]:
+) -> list[float | None]:
     """TRL's reward function: each episode's return, as the rollout reported it."""
-    return [float(value) for value in kwargs["episode_return"]]
+    return [float(value) for value in kwargs["episode_return"]]  # never None: every one ends
 
 
 @dataclass
@@ -92,7 +92,8 @@ class RoundEpisodes:
             "success": sum(e.success for e in episodes) / count,
             "length": sum(e.length for e in episodes) / count,
             "hint_rate": sum(e.hinted for e in episodes) / count,
-            "hints_per_turn": sum(e.hints for e in episodes) / max(1, sum(e.length for e in episodes)),
+            "hints_per_turn": sum(e.hints for e in episodes)
+            / max(1, sum(e.length for e in episodes)),
             "reviews_in_prompt": sum(e.memory > 0 for e in episodes) / count,
             "steps": float(sum(e.length for e in episodes)),
             "tokens": float(sum(len(e.prompt_ids) + len(e.completion_ids) for e in episodes)),
@@ -188,5 +189,5 @@ def _review_to_keep(group: Sequence[EpisodeTokens]) -> dict[str, Any] | None:
     """The review a group leaves for the next attempts: a failed attempt's, else the first."""
     reviewed = [e for e in group if e.review]
     failed = [e for e in reviewed if not e.success]
-    chosen = (failed or reviewed or [None])[0]
-    return chosen.review if chosen is not None else None
+    chosen = failed or reviewed
+    return chosen[0].review if chosen else None

@@ -55,7 +55,7 @@ class LLMRunConfig(ArmFeedback):
         max_tokens: Longest sequence of an episode; it is cut before a turn past it.
         turns: What later user turns carry: ``"delta"`` (new lines) or ``"full"``.
         memory: Reviews of earlier attempts at a seed the prompt carries.
-        temperature: Sampling temperature (rollouts, validations and the loss's).
+        temperature: Sampling temperature (rollouts, validations and the loss's; above 0).
         learning_rate: The adapter's learning rate (constant).
         beta: GRPO's KL coefficient against the base model (0: none, TRL's default).
         epsilon: GRPO's clipping range.
@@ -63,7 +63,7 @@ class LLMRunConfig(ArmFeedback):
         lora_alpha: A new adapter's alpha.
         eval_every: Rounds between validations (the last round is always validated).
         eval_episodes: Held-out seeds a validation plays (twice: hints shown and masked).
-        min_success: Validation success (hints masked) a version needs to be promoted.
+        promote_above: Validation success (hints masked) a version needs to be promoted.
         keep_checkpoints: Newest round checkpoints kept (0: every one).
         device: ``"auto"`` (CUDA when present), ``"cuda"`` or ``"cpu"``.
         record: Record every training episode in ``out_dir/trajectories`` (HDF5).
@@ -96,7 +96,7 @@ class LLMRunConfig(ArmFeedback):
     lora_alpha: int = 16
     eval_every: int = 4
     eval_episodes: int = 10
-    min_success: float = 0.0
+    promote_above: float = 0.0
     keep_checkpoints: int = 5
     device: str = "auto"
     record: bool = False
@@ -112,12 +112,16 @@ class LLMRunConfig(ArmFeedback):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.group_size < 2:
-            raise ValueError(f"group_size must be at least 2 (GRPO compares), got {self.group_size}")
+            raise ValueError(
+                f"group_size must be at least 2 (GRPO compares), got {self.group_size}"
+            )
         if self.seed_pool < self.groups:
             raise ValueError(
                 f"seed_pool ({self.seed_pool}) must be at least groups ({self.groups}): the "
                 "groups of a round play different seeds"
             )
+        if not self.temperature > 0:
+            raise ValueError(f"temperature must be above 0 (GRPO samples), got {self.temperature}")
         if self.turns not in TURN_MODES:
             raise ValueError(f"turns must be one of {', '.join(TURN_MODES)}, got {self.turns!r}")
         if self.restart_demos:

@@ -40,7 +40,6 @@ from feedbackgym.training.common.run_files import (
     append_curve,
     drop_curve_rows_after,
     read_state,
-    write_state,
 )
 from feedbackgym.training.common.run_settings import close_run
 from feedbackgym.training.common.system_metrics import SystemMonitor
@@ -122,7 +121,7 @@ class AdapterRounds(RoundBook):
     the round's feedback state (sampled at the run's temperature from a
     generator seeded by the run's seed: reproducible); its adapter becomes a
     version in ``versions/``, which passes when its success with hints masked
-    (the way it is served) reaches ``min_success``, and is promoted when it
+    (the way it is served) reaches ``promote_above``, and is promoted when it
     passes and does at least as well as the current version.
 
     Args:
@@ -201,7 +200,7 @@ class AdapterRounds(RoundBook):
             "mean_return": evaluation.mean_return,
             "mean_length": evaluation.mean_length,
         }
-        passed = evaluation.success_unguided >= self.llm.min_success
+        passed = evaluation.success_unguided >= self.llm.promote_above
         version = self.registry.add(
             self.chat.model.save_pretrained, round=round_, validation=validation, passed=passed
         )
@@ -215,7 +214,7 @@ class AdapterRounds(RoundBook):
             self.registry.promote(version.number)
 
 
-class _Rounds(TrainerCallback):  # type: ignore[misc]
+class _Rounds(TrainerCallback):
     """Closes each round when TRL logs its optimizer step (logging every step)."""
 
     def __init__(
@@ -326,7 +325,7 @@ class _Rounds(TrainerCallback):  # type: ignore[misc]
         log("llm/train_tokens_per_s", summary["tokens"] / max(update_seconds, 1e-9))
         log("llm/rollout_seconds", played.seconds)
         log("llm/update_seconds", update_seconds)
-        for key, value in self.system.sample(self.timesteps + int(summary["steps"])).items():
+        for key, value in self.system.sample(self.timesteps).items():
             log(f"system/{key}", value)
 
     def _write_chats(self, played: RoundEpisodes) -> None:
@@ -440,7 +439,9 @@ def train_llm_run(
         if checkpoint is not None:
             for seed, texts in checkpoint.get("memories", {}).items():
                 for text in texts:
-                    rollout.memories.setdefault(int(seed), _memory(config.memory)).texts.append(text)
+                    rollout.memories.setdefault(int(seed), _memory(config.memory)).texts.append(
+                        text
+                    )
         rounds = _Rounds(
             config, book, rollout, writer, first_round, checkpoint, int(state.get("timesteps", 0))
         )

@@ -235,7 +235,7 @@ class FeedbackEnvironments:
             raise DependencyNotInstalled.for_extra("transformers", "llm-train") from error
         owner = self
 
-        class FeedbackRounds(TrainerCallback):  # type: ignore[misc]
+        class FeedbackRounds(TrainerCallback):
             """Starts a feedback round at the end of each optimizer step."""
 
             def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
