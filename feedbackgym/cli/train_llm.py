@@ -79,6 +79,9 @@ def add_commands(commands: Any) -> None:
         help="validation success with hints masked a version needs to be promoted",
     )
     parser.add_argument("--device", default="auto", help="auto (CUDA when present), cuda or cpu")
+    parser.add_argument(
+        "--cpu-threads", type=int, default=0, help="torch threads on the CPU (0: one per core)"
+    )
     parser.add_argument("--config", metavar="FILE", help="feedback config file to follow")
     parser.add_argument("--switch-at", type=fraction, help="where the fade starts (default 0.4)")
     parser.add_argument("--fade", type=float, help="fade length in rounds")
@@ -153,6 +156,7 @@ def _cmd_train_llm(args: argparse.Namespace) -> int:
         promote_above=args.promote_above,
         keep_checkpoints=args.keep_checkpoints,
         device=args.device,
+        cpu_threads=args.cpu_threads,
         record=args.record,
         feedback_file=args.config,
         feedback_overrides=llm_feedback_overrides(args),

@@ -56,6 +56,8 @@ def _train(tiny_model, out, *more):
         "1e-3",
         "--device",
         "cpu",
+        "--cpu-threads",
+        "1",
         "--switch-at",
         "0.5",
         "--fade",
@@ -94,7 +96,10 @@ def _lora_b(path):
 
 
 def test_two_rounds_train_the_adapter_with_hints_before_the_switch_and_none_after(run):
-    first, second = _lora_b(run / "checkpoints/round_0000.pt"), _lora_b(run / "checkpoints/round_0001.pt")
+    first, second = (
+        _lora_b(run / "checkpoints/round_0000.pt"),
+        _lora_b(run / "checkpoints/round_0001.pt"),
+    )
     # A new adapter's B matrices start at zero: a GRPO step with differing returns moves them.
     assert any(value.abs().sum() > 0 for value in second.values())
     assert any(not torch.equal(first[key], second[key]) for key in first) or any(
@@ -164,9 +169,14 @@ def test_a_resumed_run_goes_on_from_its_checkpoint_with_the_reviews_of_earlier_a
 def test_a_config_file_edit_applies_at_the_next_round(tiny_model, tmp_path):
     config = tmp_path / "feedback.yaml"
     config.write_text("guide:\n  dropout: 0.0\nschedule:\n  switch_at: 0.9\n  adaptive: null\n")
+    edits = []
 
-    def edit(steps):
-        config.write_text("guide:\n  dropout: 1.0\nschedule:\n  switch_at: 0.9\n  adaptive: null\n")
+    def edit(steps):  # after round 0 closes (round 1's state is set by then): from round 2 on
+        if not edits:
+            edits.append(steps)
+            config.write_text(
+                "guide:\n  dropout: 1.0\nschedule:\n  switch_at: 0.9\n  adaptive: null\n"
+            )
 
     from feedbackgym.training.llm.llm_settings import LLMRunConfig
     from feedbackgym.training.llm.run_llm import train_llm_run
@@ -175,7 +185,7 @@ def test_a_config_file_edit_applies_at_the_next_round(tiny_model, tmp_path):
         ENV,
         "guide",
         seed=1,
-        total_rounds=2,
+        total_rounds=3,
         out_dir=str(tmp_path / "run"),
         model=str(tiny_model),
         groups=1,
@@ -184,9 +194,17 @@ def test_a_config_file_edit_applies_at_the_next_round(tiny_model, tmp_path):
         eval_every=5,
         eval_episodes=1,
         device="cpu",
+        cpu_threads=1,
         feedback_file=str(config),
     )
     train_llm_run(settings, progress=edit)
     chats = _chats(tmp_path / "run")
-    assert [c["hints"] > 0 for c in chats] == [True, True, False, False]
-    assert _scalars(tmp_path / "run")["feedback/config_version"] == [1.0, 2.0]
+    assert [(c["round"], c["hints"] > 0) for c in chats] == [
+        (0, True),
+        (0, True),
+        (1, True),
+        (1, True),
+        (2, False),
+        (2, False),
+    ]
+    assert _scalars(tmp_path / "run")["feedback/config_version"] == [1.0, 1.0, 2.0]

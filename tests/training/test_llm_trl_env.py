@@ -1,4 +1,4 @@
-"""The public factory for your own TRL script: TRL's environment protocol, the controller's feedback."""
+"""The public factory for your own TRL script: TRL's environment protocol, the feedback."""
 
 import pytest
 
@@ -6,7 +6,10 @@ from feedbackgym.config import FeedbackConfig, merge_config
 from feedbackgym.training.llm.trl_env import FeedbackEnvironments
 
 ENV = "feedbackgym/OpsIncidentEasy-v0"
-NO_DROPOUT = merge_config(FeedbackConfig(), {"guide": {"dropout": 0.0}})
+NO_DROPOUT = merge_config(
+    FeedbackConfig(),
+    {"guide": {"dropout": 0.0}, "schedule": {"switch_at": 0.5, "fade": 0, "adaptive": None}},
+)
 
 
 def _expert_episode(environments, seed):
@@ -61,7 +64,7 @@ def test_an_invalid_action_changes_nothing_and_an_ended_episode_takes_no_more():
 
 def test_the_callback_starts_a_round_at_each_step():
     pytest.importorskip("transformers")
-    environments = FeedbackEnvironments(ENV, arm="guide-then-review", rounds=2)
+    environments = FeedbackEnvironments(ENV, arm="guide-then-review", feedback=NO_DROPOUT, rounds=2)
     callback = environments.callback()
     assert environments.controller.state.phase == "guide"
     callback.on_step_end(None, None, None)

@@ -59,7 +59,9 @@ def test_two_versions_a_canary_share_and_a_rollback(registry):
 
 
 def test_a_version_that_failed_validation_is_never_promoted(registry):
-    failed = registry.add(_adapter("bad"), round=9, validation={"success_unguided": 0.0}, passed=False)
+    failed = registry.add(
+        _adapter("bad"), round=9, validation={"success_unguided": 0.0}, passed=False
+    )
     registry.promote(2)
     for attempt in (
         lambda: registry.promote(failed.number),

@@ -25,7 +25,9 @@ DEFAULT_ARM = "guide-then-review+shaping"
 learns only from groups whose returns differ; on the sparse reward alone a weak model's
 groups are mostly all failures)."""
 
-LLM_RESUMABLE_CHANGES = frozenset({"total_rounds", "out_dir", "device", "keep_checkpoints"})
+LLM_RESUMABLE_CHANGES = frozenset(
+    {"total_rounds", "out_dir", "device", "cpu_threads", "keep_checkpoints"}
+)
 """The settings a resumed run may change: its length, where it lives and runs, what it keeps."""
 
 _TEXT_CHANNELS = {"guide": {"channels": ["info"]}, "review": {"channels": ["info"]}}
@@ -66,6 +68,8 @@ class LLMRunConfig(ArmFeedback):
         promote_above: Validation success (hints masked) a version needs to be promoted.
         keep_checkpoints: Newest round checkpoints kept (0: every one).
         device: ``"auto"`` (CUDA when present), ``"cuda"`` or ``"cpu"``.
+        cpu_threads: torch threads on the CPU (0: one per core: the model's matrix
+            products dominate; 1 is faster for tiny models, whose steps are overhead).
         record: Record every training episode in ``out_dir/trajectories`` (HDF5).
         feedback: The feedback config the arm's preset goes on.
         feedback_file: A YAML/TOML config file to follow instead (edits apply at the next round).
@@ -99,6 +103,7 @@ class LLMRunConfig(ArmFeedback):
     promote_above: float = 0.0
     keep_checkpoints: int = 5
     device: str = "auto"
+    cpu_threads: int = 0
     record: bool = False
     feedback: FeedbackConfig = field(default_factory=FeedbackConfig)
     feedback_file: str | None = None

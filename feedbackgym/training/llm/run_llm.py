@@ -25,6 +25,7 @@ The run directory::
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from collections.abc import Callable
@@ -388,6 +389,8 @@ def train_llm_run(
     from trl import GRPOTrainer
 
     device = resolve_device(config.device)
+    if device.type == "cpu":
+        torch.set_num_threads(config.cpu_threads or os.cpu_count() or 1)
     state = prepare_llm_run_dir(config, resume=resume)
     if state.get("finished"):
         return state["state"]
