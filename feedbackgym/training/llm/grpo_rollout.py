@@ -33,6 +33,7 @@ from typing import Any
 import gymnasium as gym
 
 from feedbackgym.language.agent_loop import ReviewMemory
+from feedbackgym.training.llm.action_choice import rollout_threads
 from feedbackgym.training.llm.causal_lm import ChatModel
 from feedbackgym.training.llm.chat_episode import EpisodeTokens, play_episode
 
@@ -155,20 +156,21 @@ class GroupRollout:
         start = time.perf_counter()
         seeds = [seed_of(prompt) for prompt in prompts]
         by_seed: dict[int, list[EpisodeTokens]] = {}
-        for seed in seeds:
-            memory = self.memories.setdefault(seed, ReviewMemory(self.memory))
-            episode = play_episode(
-                self.chat,
-                self.env,
-                seed,
-                memory=memory,
-                turns=self.turns,
-                temperature=self.temperature,
-                generator=self.generator,
-                max_tokens=self.max_tokens,
-            )
-            played.episodes.append(episode)
-            by_seed.setdefault(seed, []).append(episode)
+        with rollout_threads(self.chat.device):
+            for seed in seeds:
+                memory = self.memories.setdefault(seed, ReviewMemory(self.memory))
+                episode = play_episode(
+                    self.chat,
+                    self.env,
+                    seed,
+                    memory=memory,
+                    turns=self.turns,
+                    temperature=self.temperature,
+                    generator=self.generator,
+                    max_tokens=self.max_tokens,
+                )
+                played.episodes.append(episode)
+                by_seed.setdefault(seed, []).append(episode)
         for seed, group in by_seed.items():
             self.memories[seed].add(_review_to_keep(group))
         played.seconds = time.perf_counter() - start

@@ -45,6 +45,7 @@ from feedbackgym.training.common.run_files import (
 from feedbackgym.training.common.run_settings import close_run
 from feedbackgym.training.common.system_metrics import SystemMonitor
 from feedbackgym.training.common.validation import Evaluation
+from feedbackgym.training.llm.action_choice import rollout_threads
 from feedbackgym.training.llm.causal_lm import (
     ChatModel,
     LoraSettings,
@@ -149,7 +150,17 @@ class AdapterRounds(RoundBook):
 
     def _play(self, state: FeedbackState, generator: Any) -> tuple[float, float, float]:
         call_envs(self.eval_env, SET_FEEDBACK_STATE, state)
-        episodes = [
+        with rollout_threads(self.chat.device):
+            episodes = self._episodes(generator)
+        count = max(1, len(episodes))
+        return (
+            sum(e.success for e in episodes) / count,
+            sum(e.env_return for e in episodes) / count,
+            sum(e.length for e in episodes) / count,
+        )
+
+    def _episodes(self, generator: Any) -> list[Any]:
+        return [
             play_episode(
                 self.chat,
                 self.eval_env,
@@ -161,12 +172,6 @@ class AdapterRounds(RoundBook):
             )
             for seed in self.seeds
         ]
-        count = max(1, len(episodes))
-        return (
-            sum(e.success for e in episodes) / count,
-            sum(e.env_return for e in episodes) / count,
-            sum(e.length for e in episodes) / count,
-        )
 
     def _evaluate(self, round_: int, timesteps: int, policy: Any) -> Evaluation:
         controller = self.controller
