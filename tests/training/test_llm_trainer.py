@@ -166,7 +166,9 @@ def test_a_resumed_run_goes_on_from_its_checkpoint_with_the_reviews_of_earlier_a
     assert (run / "checkpoints/round_0002.pt").exists()
 
 
-def test_a_config_file_edit_applies_at_the_next_round(tiny_model, tmp_path):
+def test_a_config_file_edit_applies_at_the_next_round_and_episodes_are_recorded(
+    tiny_model, tmp_path
+):
     config = tmp_path / "feedback.yaml"
     config.write_text("guide:\n  dropout: 0.0\nschedule:\n  switch_at: 0.9\n  adaptive: null\n")
     edits = []
@@ -196,6 +198,7 @@ def test_a_config_file_edit_applies_at_the_next_round(tiny_model, tmp_path):
         device="cpu",
         cpu_threads=1,
         feedback_file=str(config),
+        record=True,
     )
     train_llm_run(settings, progress=edit)
     chats = _chats(tmp_path / "run")
@@ -208,3 +211,7 @@ def test_a_config_file_edit_applies_at_the_next_round(tiny_model, tmp_path):
         (2, False),
     ]
     assert _scalars(tmp_path / "run")["feedback/config_version"] == [1.0, 1.0, 2.0]
+    from feedbackgym.datasets import TrajectoryStore
+
+    stored = list(TrajectoryStore(tmp_path / "run" / "trajectories").iter_episodes())
+    assert sorted(e.meta.round for e in stored) == ["0", "0", "1", "1", "2", "2"]
