@@ -79,6 +79,12 @@ def test_generator_and_agent_doc_examples_run():
     assert "Reviews of your earlier attempts" in outputs[-1]
 
 
+def test_llm_training_doc_example_runs_and_prints_what_the_page_says():
+    text = (ROOT / "docs" / "llm-training.md").read_text()
+    (output,) = run_python_blocks(text)
+    assert output == _blocks("text", text)[0]  # the "prints" block under the example
+
+
 def test_benchmark_script_runs():
     result = subprocess.run(
         [sys.executable, "benchmarks/ops_step.py", "--steps", "300", "--repeats", "1"],

@@ -35,7 +35,11 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "language": ("feedbackgym.language",),
     "training.workers": ("feedbackgym.training.workers",),
     "training.common": ("feedbackgym.training.common",),
-    "training.trainers": ("feedbackgym.training.torch_ppo", "feedbackgym.training.sb3"),
+    "training.trainers": (
+        "feedbackgym.training.torch_ppo",
+        "feedbackgym.training.sb3",
+        "feedbackgym.training.llm",
+    ),
     "training.experiments": ("feedbackgym.training.experiments",),
     "training": ("feedbackgym.training",),
     "cli": ("feedbackgym.__main__", "feedbackgym.cli"),
@@ -208,9 +212,10 @@ def test_an_added_forbidden_import_fails(module, statement):
 
 
 def test_every_training_subpackage_declares_its_imports():
-    assert set(SUBPACKAGES) == {"common", "experiments", "sb3", "torch_ppo", "workers"}
+    assert set(SUBPACKAGES) == {"common", "experiments", "llm", "sb3", "torch_ppo", "workers"}
     assert MAY_IMPORT["torch_ppo"] == {"workers", "common"}
     assert "torch_ppo" not in MAY_IMPORT["sb3"]
+    assert MAY_IMPORT["llm"] == {"common"}
 
 
 def _cycles() -> list[list[str]]:

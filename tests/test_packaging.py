@@ -10,7 +10,17 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 EXTRAS = PROJECT["optional-dependencies"]
-RUNTIME_EXTRAS = ("web", "code", "hdf5", "remote", "baselines", "minari", "llm", "ray")
+RUNTIME_EXTRAS = (
+    "web",
+    "code",
+    "hdf5",
+    "remote",
+    "baselines",
+    "minari",
+    "llm",
+    "llm-train",
+    "ray",
+)
 
 
 def _name(requirement):

@@ -9,6 +9,8 @@ Usage::
         [--backend local|ray] [--address auto|ray://HOST:PORT]
     feedbackgym report --out DIR SRC [SRC ...]
     feedbackgym train --env ID --steps N [--arm ARM] [--trainer sb3|torch] [--out DIR]
+    feedbackgym train-llm --env ID --rounds N [--arm ARM] [--model packaged|PATH] [--out DIR]
+    feedbackgym versions RUN_DIR [--promote N | --canary N --share S | --rollback [N]]
     feedbackgym serve-feedback [--address tcp://127.0.0.1:5557]
     feedbackgym agent --env ID [--model-file PATH | --base-url URL [--model NAME]] [--episodes N]
         [--feedback builtin|llm]
@@ -18,9 +20,9 @@ Usage::
     feedbackgym datasets make|inspect|verify|prune|gather|export-chat ...
 
 One module per command group adds its commands (``play``: ``envs``, ``play``
-and ``demo``; ``compare``; ``report``; ``train``; ``serve``: ``serve-feedback``;
-``agent``; ``serve_model``: ``serve-model``; ``sandbox``; ``datasets``; ``doctor``);
-``_helpers`` and ``_runs`` hold what they share.
+and ``demo``; ``compare``; ``report``; ``train``; ``train_llm``: ``train-llm``;
+``versions``; ``serve``: ``serve-feedback``; ``agent``; ``serve_model``: ``serve-model``;
+``sandbox``; ``datasets``; ``doctor``); ``_helpers`` and ``_runs`` hold what they share.
 Each command loads what it runs (the baselines, h5py, ZeroMQ) only when it runs.
 
 Errors (an unknown id, a bad option, a policy the env lacks) print one line to
@@ -46,6 +48,8 @@ from feedbackgym.cli import (
     serve,
     serve_model,
     train,
+    train_llm,
+    versions,
 )
 from feedbackgym.errors import FeedbackGymError
 
@@ -78,6 +82,8 @@ def _parser() -> argparse.ArgumentParser:
         compare,
         report,
         train,
+        train_llm,
+        versions,
         serve,
         agent,
         serve_model,

@@ -1,0 +1,18 @@
+"""The LLM trainer: RL of a causal language model with LoRA, by GRPO through TRL.
+
+Read it in this order: :mod:`~.llm_settings` (a run's settings),
+:mod:`~.causal_lm` (the model, its tokenizer and its LoRA adapter),
+:mod:`~.chat_turns` (an episode's chat as tokens: the turn markup and what
+the prompt carries), :mod:`~.action_choice` (each reply held to the env's
+actions), :mod:`~.chat_episode` (one episode played),
+:mod:`~.grpo_rollout` (a round's groups for TRL's ``GRPOTrainer``),
+:mod:`~.run_llm` (the run directory around it), :mod:`~.versions` (each
+saved adapter a numbered version: promote, canary, rollback) and
+:mod:`~.trl_env` (the public factory that plugs the envs into your own TRL
+script).
+
+torch, transformers, peft and trl load in the modules that use them
+(the ``llm-train`` extra); :mod:`~.versions` needs only the standard library.
+
+May import: common
+"""

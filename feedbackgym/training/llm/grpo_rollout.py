@@ -1,0 +1,195 @@
+"""A round's rollouts for TRL's ``GRPOTrainer``: groups of episodes on a shared seed.
+
+TRL calls a ``rollout_func`` with the prompts of one generation batch: each
+dataset row (one seed, as :func:`seed_prompt` writes it) repeated
+``num_generations`` times. :class:`GroupRollout` plays one episode for each
+(:func:`~.chat_episode.play_episode`), so a group is that many attempts at
+the same incident, and returns their tokens, the model's choices as
+``env_mask`` and each episode's return (the reward TRL's group-relative
+advantage compares).
+
+What the prompts carry is the controller's: the envs are driven by the
+run's :class:`~feedbackgym.control.FeedbackController` through
+``set_feedback_state``, so hints come in the guide phase (with the config's
+dropout, or only after failures) and none after the switch; in the review
+phase each episode's review is kept, and the system message of the next
+group on the same seed carries the reviews of those earlier attempts
+(Reflexion-style, ``memory`` at most). All attempts of one group read the
+same memory, so the group compares like with like.
+
+Example:
+    >>> seed_of(seed_prompt(12))
+    12
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+
+from feedbackgym.language.agent_loop import ReviewMemory
+from feedbackgym.training.llm.action_choice import rollout_threads
+from feedbackgym.training.llm.causal_lm import ChatModel
+from feedbackgym.training.llm.chat_episode import EpisodeTokens, play_episode
+
+__all__ = ["GroupRollout", "RoundEpisodes", "episode_return_reward", "seed_of", "seed_prompt"]
+
+
+def seed_prompt(seed: int) -> str:
+    """A dataset row's ``prompt``: the episode it stands for (the real prompt is built later)."""
+    return json.dumps({"seed": int(seed)})
+
+
+def seed_of(prompt: Any) -> int:
+    """The seed a :func:`seed_prompt` names.
+
+    Raises:
+        ValueError: ``prompt`` is not one.
+    """
+    try:
+        return int(json.loads(prompt)["seed"])
+    except (TypeError, ValueError, KeyError):
+        raise ValueError(f"not a feedbackgym episode prompt: {str(prompt)[:80]!r}") from None
+
+
+def episode_return_reward(
+    prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any
+) -> list[float | None]:
+    """TRL's reward function: each episode's return, as the rollout reported it."""
+    return [float(value) for value in kwargs["episode_return"]]  # never None: every one ends
+
+
+@dataclass
+class RoundEpisodes:
+    """The episodes one round played, and what playing them took.
+
+    Attributes:
+        round: The round.
+        phase: The feedback phase they were played in.
+        episodes: Each episode, in the batch's order.
+        seconds: Wall time of the rollouts.
+    """
+
+    round: int
+    phase: str
+    episodes: list[EpisodeTokens] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def summary(self) -> dict[str, float]:
+        """Means over the round's episodes: returns, success, length, hints, token rates."""
+        episodes = self.episodes
+        count = max(1, len(episodes))
+        computed = sum(e.computed for e in episodes)
+        generated = sum(e.generated for e in episodes)
+        return {
+            "episodes": float(len(episodes)),
+            "mean_return": sum(e.episode_return for e in episodes) / count,
+            "env_return": sum(e.env_return for e in episodes) / count,
+            "success": sum(e.success for e in episodes) / count,
+            "length": sum(e.length for e in episodes) / count,
+            "hint_rate": sum(e.hinted for e in episodes) / count,
+            "hints_per_turn": sum(e.hints for e in episodes)
+            / max(1, sum(e.length for e in episodes)),
+            "reviews_in_prompt": sum(e.memory > 0 for e in episodes) / count,
+            "steps": float(sum(e.length for e in episodes)),
+            "tokens": float(sum(len(e.prompt_ids) + len(e.completion_ids) for e in episodes)),
+            "tokens_per_s": computed / max(self.seconds, 1e-9),
+            "generated_per_s": generated / max(self.seconds, 1e-9),
+            "episodes_per_s": len(episodes) / max(self.seconds, 1e-9),
+        }
+
+
+class GroupRollout:
+    """TRL's ``rollout_func``: plays the batch's episodes, groups on shared seeds.
+
+    Args:
+        chat: The model being trained (its adapter) and its tokenizer.
+        env: The arm's stack on the text env (driven by the controller).
+        round_at: The round a call plays, from TRL's trainer (its ``state``).
+        memory: Reviews of earlier attempts at a seed that prompts carry.
+        turns: What later user turns carry (``"delta"`` or ``"full"``).
+        temperature: Sampling temperature.
+        max_tokens: Longest sequence of an episode (prompt and completion).
+        generator: The ``torch.Generator`` sampling draws from.
+        on_round: Called with each round's :class:`RoundEpisodes` once played.
+
+    Attributes:
+        memories: Seed → the reviews of its earlier attempts.
+        last: The round played last.
+    """
+
+    def __init__(
+        self,
+        chat: ChatModel,
+        env: gym.Env[Any, Any],
+        round_at: Callable[[Any], int],
+        *,
+        phase: Callable[[], str],
+        memory: int = 3,
+        turns: str = "delta",
+        temperature: float = 1.0,
+        max_tokens: int | None = None,
+        generator: Any = None,
+        on_round: Callable[[RoundEpisodes], None] | None = None,
+    ) -> None:
+        self.chat = chat
+        self.env = env
+        self.round_at = round_at
+        self.phase = phase
+        self.memory = memory
+        self.turns = turns
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.generator = generator
+        self.on_round = on_round
+        self.memories: dict[int, ReviewMemory] = {}
+        self.last: RoundEpisodes | None = None
+
+    def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
+        """Plays one episode per prompt; returns what TRL's ``rollout_func`` returns."""
+        played = RoundEpisodes(self.round_at(trainer), self.phase())
+        start = time.perf_counter()
+        seeds = [seed_of(prompt) for prompt in prompts]
+        by_seed: dict[int, list[EpisodeTokens]] = {}
+        with rollout_threads(self.chat.device):
+            for seed in seeds:
+                memory = self.memories.setdefault(seed, ReviewMemory(self.memory))
+                episode = play_episode(
+                    self.chat,
+                    self.env,
+                    seed,
+                    memory=memory,
+                    turns=self.turns,
+                    temperature=self.temperature,
+                    generator=self.generator,
+                    max_tokens=self.max_tokens,
+                )
+                played.episodes.append(episode)
+                by_seed.setdefault(seed, []).append(episode)
+        for seed, group in by_seed.items():
+            self.memories[seed].add(_review_to_keep(group))
+        played.seconds = time.perf_counter() - start
+        self.last = played
+        if self.on_round is not None:
+            self.on_round(played)
+        episodes = played.episodes
+        return {
+            "prompt_ids": [e.prompt_ids for e in episodes],
+            "completion_ids": [e.completion_ids for e in episodes],
+            "logprobs": [e.logprobs for e in episodes],
+            "env_mask": [e.env_mask for e in episodes],
+            "episode_return": [e.episode_return for e in episodes],
+        }
+
+
+def _review_to_keep(group: Sequence[EpisodeTokens]) -> dict[str, Any] | None:
+    """The review a group leaves for the next attempts: a failed attempt's, else the first."""
+    reviewed = [e for e in group if e.review]
+    failed = [e for e in reviewed if not e.success]
+    chosen = failed or reviewed
+    return chosen[0].review if chosen else None

@@ -1,0 +1,168 @@
+"""One LLM training run's settings, stored as ``config.json`` in its directory.
+
+Example:
+    >>> config = LLMRunConfig("feedbackgym/OpsIncidentEasy-v0", "guide-then-review+shaping",
+    ...                       seed=0, total_rounds=8, out_dir="runs/llm")
+    >>> config.rounds, config.batch_episodes, config.arm_config(config.feedback).guide.channels
+    (8, 8, ('info',))
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from feedbackgym.config import FeedbackConfig, merge_config
+from feedbackgym.training.common.arms import ArmFeedback, checked_keep_checkpoints
+from feedbackgym.training.common.run_settings import config_json
+from feedbackgym.training.llm.chat_turns import TURN_MODES
+
+__all__ = ["DEFAULT_ARM", "LLM_RESUMABLE_CHANGES", "LLMRunConfig"]
+
+DEFAULT_ARM = "guide-then-review+shaping"
+"""The arm a run trains by default: hints first, then reviews, with subgoal shaping (GRPO
+learns only from groups whose returns differ; on the sparse reward alone a weak model's
+groups are mostly all failures)."""
+
+LLM_RESUMABLE_CHANGES = frozenset(
+    {"total_rounds", "out_dir", "device", "cpu_threads", "keep_checkpoints"}
+)
+"""The settings a resumed run may change: its length, where it lives and runs, what it keeps."""
+
+_TEXT_CHANNELS = {"guide": {"channels": ["info"]}, "review": {"channels": ["info"]}}
+"""A language model reads hints and reviews as words: they stay in ``info`` (the arms'
+vector fields would turn the text observation into a dict)."""
+
+
+@dataclass
+class LLMRunConfig(ArmFeedback):
+    """Everything one LLM run needs.
+
+    Attributes:
+        env_id: A registered env with a text mode (``obs_mode="text"``).
+        arm: The comparison arm: who speaks when (see :mod:`feedbackgym.training.common.arms`).
+        seed: The run's seed (training seeds are ``seed * 1000`` on, below the held-out ones).
+        total_rounds: Rounds to train: each plays ``groups`` groups of ``group_size``
+            episodes and takes one optimizer step on them.
+        out_dir: The run directory.
+        model: ``"packaged"`` (the packaged Gemma 3 270M), a ``.gguf`` file or a
+            local model folder.
+        adapter: A saved PEFT adapter to start from (e.g. the supervised warm-up's).
+        groups: Groups (seeds) per round.
+        group_size: Episodes per group (GRPO's ``num_generations``).
+        seed_pool: Training seeds cycled through (each comes back every
+            ``seed_pool / groups`` rounds, with the reviews of its earlier attempts).
+        max_turns: Steps an episode may take (its time limit in training).
+        max_tokens: Longest sequence of an episode; it is cut before a turn past it.
+        turns: What later user turns carry: ``"delta"`` (new lines) or ``"full"``.
+        memory: Reviews of earlier attempts at a seed the prompt carries.
+        temperature: Sampling temperature (rollouts, validations and the loss's; above 0).
+        learning_rate: The adapter's learning rate (constant).
+        beta: GRPO's KL coefficient against the base model (0: none, TRL's default).
+        epsilon: GRPO's clipping range.
+        lora_rank: A new adapter's rank.
+        lora_alpha: A new adapter's alpha.
+        eval_every: Rounds between validations (the last round is always validated).
+        eval_episodes: Held-out seeds a validation plays (twice: hints shown and masked).
+        promote_above: Validation success (hints masked) a version needs to be promoted.
+        keep_checkpoints: Newest round checkpoints kept (0: every one).
+        device: ``"auto"`` (CUDA when present), ``"cuda"`` or ``"cpu"``.
+        cpu_threads: torch threads on the CPU (0: one per core: the model's matrix
+            products dominate; 1 is faster for tiny models, whose steps are overhead).
+        record: Record every training episode in ``out_dir/trajectories`` (HDF5).
+        feedback: The feedback config the arm's preset goes on.
+        feedback_file: A YAML/TOML config file to follow instead (edits apply at the next round).
+        feedback_overrides: ``{section: {field: value}}`` on top of every config read.
+        env_kwargs: More keyword arguments for ``gym.make``.
+        restart_demos: Unused by this trainer (restarts need env snapshots a chat cannot resume).
+    """
+
+    env_id: str
+    arm: str
+    seed: int
+    total_rounds: int
+    out_dir: str
+    model: str = "packaged"
+    adapter: str | None = None
+    groups: int = 2
+    group_size: int = 4
+    seed_pool: int = 16
+    max_turns: int = 20
+    max_tokens: int = 2048
+    turns: str = "delta"
+    memory: int = 3
+    temperature: float = 1.0
+    learning_rate: float = 5e-5
+    beta: float = 0.0
+    epsilon: float = 0.2
+    lora_rank: int = 8
+    lora_alpha: int = 16
+    eval_every: int = 4
+    eval_episodes: int = 10
+    promote_above: float = 0.0
+    keep_checkpoints: int = 5
+    device: str = "auto"
+    cpu_threads: int = 0
+    record: bool = False
+    feedback: FeedbackConfig = field(default_factory=FeedbackConfig)
+    feedback_file: str | None = None
+    feedback_overrides: dict[str, Any] = field(default_factory=dict)
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    restart_demos: int = 0
+
+    def __post_init__(self) -> None:
+        checked_keep_checkpoints(self.keep_checkpoints)
+        for name in ("total_rounds", "groups", "seed_pool", "max_turns", "max_tokens"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.group_size < 2:
+            raise ValueError(
+                f"group_size must be at least 2 (GRPO compares), got {self.group_size}"
+            )
+        if self.seed_pool < self.groups:
+            raise ValueError(
+                f"seed_pool ({self.seed_pool}) must be at least groups ({self.groups}): the "
+                "groups of a round play different seeds"
+            )
+        if not self.temperature > 0:
+            raise ValueError(f"temperature must be above 0 (GRPO samples), got {self.temperature}")
+        if self.turns not in TURN_MODES:
+            raise ValueError(f"turns must be one of {', '.join(TURN_MODES)}, got {self.turns!r}")
+        if self.restart_demos:
+            raise ValueError("restart_demos: the LLM trainer has no restarts")
+        self.arm_config(self.feedback)  # checks the arm and the overrides before the run starts
+
+    @property
+    def rounds(self) -> int:
+        """Training rounds (one optimizer step each)."""
+        return self.total_rounds
+
+    @property
+    def batch_episodes(self) -> int:
+        """Episodes a round plays."""
+        return self.groups * self.group_size
+
+    def arm_config(self, base: FeedbackConfig) -> FeedbackConfig:
+        """The arm's config, hints and reviews in ``info`` only (the prompt carries them)."""
+        return merge_config(super().arm_config(base), _TEXT_CHANNELS, source="the LLM trainer")
+
+    def round_seeds(self, round_: int) -> list[int]:
+        """The seeds of round ``round_``'s groups (distinct, cycling through the pool)."""
+        start = self.seed * 1000
+        return [start + (round_ * self.groups + g) % self.seed_pool for g in range(self.groups)]
+
+    def env_arguments(self) -> dict[str, Any]:
+        """``gym.make``'s keyword arguments: text observations, the training time limit."""
+        return {"obs_mode": "text", "max_episode_steps": self.max_turns, **self.env_kwargs}
+
+    def to_json(self) -> str:
+        """The config as JSON."""
+        return config_json(self)
+
+    @classmethod
+    def from_json(cls, text: str) -> LLMRunConfig:
+        """Reads a config written by :meth:`to_json`."""
+        data = json.loads(text)
+        data["feedback"] = FeedbackConfig.from_mapping(data["feedback"], source="config.json")
+        return cls(**data)

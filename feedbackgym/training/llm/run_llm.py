@@ -1,0 +1,486 @@
+"""One LLM run: GRPO through TRL in the same run directory as the other trainers.
+
+Each round plays ``groups`` groups of ``group_size`` episodes, each group on
+one seed (:class:`~.grpo_rollout.GroupRollout`, TRL's ``rollout_func``), and
+takes one optimizer step of TRL's ``GRPOTrainer`` on the adapter. Then, as
+with the PPO trainers (:class:`~feedbackgym.training.common.round_book.RoundBook`):
+the controller gets the round's trend and pushes the next round's feedback
+to the envs (a config file edited meanwhile applies now), the round's
+checkpoint is saved (``checkpoints/round_NNNN.pt``: the adapter, the
+optimizer and the review memories; ``best.pt`` the best), every
+``eval_every`` rounds and at the last the model plays the env's held-out
+seeds with hints shown and masked (``curve.csv``; each validation's adapter
+becomes a version in ``versions/``, promoted when it passes), and
+``state.json`` says where ``--resume`` goes on from.
+
+The run directory::
+
+    config.json  curve.csv  state.json  chats.jsonl (every training episode's chat)
+    tb/ARM_seedS_N/    rollout/, train/ (TRL's losses), feedback/, llm/, system/
+    checkpoints/       round_NNNN.pt, best.pt
+    versions/          v0001/ ... (PEFT adapters), registry.json
+    trajectories/      with --record
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from feedbackgym.errors import ConfigError, DependencyNotInstalled
+from feedbackgym.protocol import SET_FEEDBACK_STATE, FeedbackState, call_envs
+from feedbackgym.training.common.device import resolve_device
+from feedbackgym.training.common.feedback_metrics import feedback_metrics
+from feedbackgym.training.common.round_book import RoundBook
+from feedbackgym.training.common.run_files import (
+    append_curve,
+    drop_curve_rows_after,
+    read_state,
+)
+from feedbackgym.training.common.run_settings import close_run
+from feedbackgym.training.common.system_metrics import SystemMonitor
+from feedbackgym.training.common.validation import Evaluation
+from feedbackgym.training.llm.action_choice import rollout_threads
+from feedbackgym.training.llm.causal_lm import (
+    ChatModel,
+    LoraSettings,
+    adapter_state,
+    load_adapter_state,
+    load_chat_model,
+)
+from feedbackgym.training.llm.chat_episode import play_episode
+from feedbackgym.training.llm.grpo_rollout import (
+    GroupRollout,
+    RoundEpisodes,
+    episode_return_reward,
+    seed_prompt,
+)
+from feedbackgym.training.llm.llm_settings import LLM_RESUMABLE_CHANGES, LLMRunConfig
+from feedbackgym.training.llm.versions import VersionRegistry
+from feedbackgym.wrappers.stack import make
+
+try:
+    import torch
+    from torch.utils.tensorboard import SummaryWriter
+    from transformers import PrinterCallback, TrainerCallback
+except ImportError as error:
+    raise DependencyNotInstalled.for_extra(error.name or "transformers", "llm-train") from error
+
+__all__ = ["AdapterRounds", "prepare_llm_run_dir", "train_llm_run"]
+
+
+def prepare_llm_run_dir(config: LLMRunConfig, *, resume: bool) -> dict[str, Any]:
+    """Starts (or, with ``resume``, continues) the run directory; returns its saved state.
+
+    As :func:`~feedbackgym.training.common.run_settings.prepare_run_dir`: a new
+    run clears the curve, state, checkpoints, versions and chats; a resumed
+    one keeps them, drops validations past its last saved round, and refuses
+    settings other than the saved run's (beyond :data:`LLM_RESUMABLE_CHANGES`).
+
+    Raises:
+        ConfigError: Resumed with other settings (each one named).
+    """
+    run_dir = Path(config.out_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    state = read_state(run_dir) if resume else {}
+    first_round = state.get("round", -1) + 1
+    if resume and first_round >= config.rounds:
+        return {"finished": True, "state": state}
+    saved = run_dir / "config.json"
+    if state and saved.exists():
+        before = json.loads(LLMRunConfig.from_json(saved.read_text()).to_json())
+        wanted = json.loads(config.to_json())
+        changed = [
+            f"{key}: {before.get(key)!r} -> {wanted.get(key)!r}"
+            for key in sorted(before.keys() | wanted.keys())
+            if key not in LLM_RESUMABLE_CHANGES and before.get(key) != wanted.get(key)
+        ]
+        if changed:
+            raise ConfigError(
+                f"{config.out_dir}: resumed with other settings than the run was started with "
+                f"({'; '.join(changed)}); resume with the same settings, or start a new directory"
+            )
+    if not resume:
+        for stale in ("curve.csv", "state.json", "chats.jsonl"):
+            (run_dir / stale).unlink(missing_ok=True)
+        for folder in ("checkpoints", "versions"):
+            shutil.rmtree(run_dir / folder, ignore_errors=True)
+    else:
+        drop_curve_rows_after(run_dir / "curve.csv", first_round)
+    saved.write_text(config.to_json())
+    return state
+
+
+class AdapterRounds(RoundBook):
+    """The round book of an LLM run: validations played by the model; versions of its adapter.
+
+    A validation plays the held-out seeds twice, hints shown and masked, in
+    the round's feedback state (sampled at the run's temperature from a
+    generator seeded by the run's seed: reproducible); its adapter becomes a
+    version in ``versions/``, which passes when its success with hints masked
+    (the way it is served) reaches ``promote_above``, and is promoted when it
+    passes and does at least as well as the current version.
+
+    Args:
+        config: The run's settings.
+        controller: The run's controller.
+        eval_env: The validation env (the arm's stack).
+        chat: The model being trained.
+        progress: Called with the env steps done after each round.
+    """
+
+    def __init__(
+        self,
+        config: LLMRunConfig,
+        controller: Any,
+        eval_env: Any,
+        chat: ChatModel,
+        *,
+        progress: Callable[[int], None] | None = None,
+    ) -> None:
+        super().__init__(config, controller, eval_env, suffix=".pt", progress=progress)
+        self.llm = config
+        self.chat = chat
+        self.registry = VersionRegistry(self.run_dir / "versions")
+
+    def _play(self, state: FeedbackState, generator: Any) -> tuple[float, float, float]:
+        call_envs(self.eval_env, SET_FEEDBACK_STATE, state)
+        with rollout_threads(self.chat.device):
+            episodes = self._episodes(generator)
+        count = max(1, len(episodes))
+        return (
+            sum(e.success for e in episodes) / count,
+            sum(e.env_return for e in episodes) / count,
+            sum(e.length for e in episodes) / count,
+        )
+
+    def _episodes(self, generator: Any) -> list[Any]:
+        return [
+            play_episode(
+                self.chat,
+                self.eval_env,
+                seed,
+                turns=self.llm.turns,
+                temperature=self.llm.temperature,
+                generator=generator,
+                max_tokens=self.llm.max_tokens,
+            )
+            for seed in self.seeds
+        ]
+
+    def _evaluate(self, round_: int, timesteps: int, policy: Any) -> Evaluation:
+        controller = self.controller
+        state = controller.state if controller.round == round_ else controller.state_at(round_)
+        generator = torch.Generator().manual_seed(self.llm.seed)
+        success, mean_return, mean_length = self._play(state.masked(False), generator)
+        unguided = success
+        if state.guide_weight != 0:
+            unguided = self._play(state.masked(), generator)[0]
+        call_envs(self.eval_env, SET_FEEDBACK_STATE, state.masked(False))
+        evaluation = Evaluation(success, unguided, mean_return, mean_length)
+        append_curve(
+            self.run_dir / "curve.csv",
+            {
+                "step": timesteps,
+                "round": round_,
+                "phase": state.phase,
+                "success": evaluation.success,
+                "success_unguided": evaluation.success_unguided,
+                "mean_return": evaluation.mean_return,
+                "mean_length": evaluation.mean_length,
+                "replayed_steps": 0,
+            },
+        )
+        self._add_version(round_ - 1, evaluation)
+        return evaluation
+
+    def _add_version(self, round_: int, evaluation: Evaluation) -> None:
+        validation = {
+            "success": evaluation.success,
+            "success_unguided": evaluation.success_unguided,
+            "mean_return": evaluation.mean_return,
+            "mean_length": evaluation.mean_length,
+        }
+        passed = evaluation.success_unguided >= self.llm.promote_above
+        version = self.registry.add(
+            self.chat.model.save_pretrained, round=round_, validation=validation, passed=passed
+        )
+        current = self.registry.state.current
+        best = (
+            -1.0
+            if current is None
+            else self.registry.get(current).validation.get("success_unguided", 0.0)
+        )
+        if passed and evaluation.success_unguided >= best:
+            self.registry.promote(version.number)
+
+
+class _Rounds(TrainerCallback):
+    """Closes each round when TRL logs its optimizer step (logging every step)."""
+
+    def __init__(
+        self,
+        config: LLMRunConfig,
+        book: AdapterRounds,
+        rollout: GroupRollout,
+        writer: Any,
+        first_round: int,
+        checkpoint: dict[str, Any] | None,
+        timesteps: int,
+    ) -> None:
+        self.config = config
+        self.book = book
+        self.rollout = rollout
+        self.writer = writer
+        self.first_round = first_round
+        self.checkpoint = checkpoint
+        self.timesteps = timesteps
+        self.system = SystemMonitor(steps=timesteps)
+        self.chats = Path(config.out_dir) / "chats.jsonl"
+        self.played_at = time.perf_counter()
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        optimizer = kwargs.get("optimizer")
+        if self.checkpoint is not None and optimizer is not None:
+            optimizer.load_state_dict(self.checkpoint["optimizer"])
+
+    def played(self, episodes: RoundEpisodes) -> None:
+        """Notes when a round's rollouts ended (its update starts then)."""
+        self.played_at = time.perf_counter()
+
+    def on_log(
+        self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
+    ) -> None:
+        if not logs or "loss" not in logs:
+            return
+        update_seconds = time.perf_counter() - self.played_at
+        played = self.rollout.last
+        if played is None:
+            raise RuntimeError("TRL logged a step before any rollout")
+        round_ = played.round
+        summary = played.summary()
+        self.timesteps += int(summary["steps"])
+        controller = self.book.controller
+        last = round_ + 1 >= self.config.rounds
+        trend = {
+            "loss": float(logs["loss"]),
+            "mean_return": summary["mean_return"],
+            "success": summary["success"],
+        }
+
+        def log(tag: str, value: float, step: int = round_ + 1) -> None:
+            self.writer.add_scalar(tag, value, step)
+
+        self._log_round(log, played, summary, logs, update_seconds)
+        self._write_chats(played)
+        if not last:
+            controller.update(round_ + 1, **trend)
+        optimizer = kwargs.get("optimizer")
+        memories = {str(seed): list(m.texts) for seed, m in self.rollout.memories.items()}
+
+        def save(path: Path) -> None:
+            torch.save(
+                {
+                    "adapter": adapter_state(self.book.chat.model),
+                    "optimizer": optimizer.state_dict() if optimizer is not None else {},
+                    "memories": memories,
+                },
+                path,
+            )
+
+        self.book.finish(
+            round_,
+            timesteps=self.timesteps,
+            save=save,
+            policy=_played_by_the_book,
+            pending_report=trend if last else None,
+            log=log,
+        )
+        self.writer.flush()
+
+    def _log_round(
+        self,
+        log: Callable[[str, float], None],
+        played: RoundEpisodes,
+        summary: dict[str, float],
+        logs: dict[str, Any],
+        update_seconds: float,
+    ) -> None:
+        log("rollout/ep_rew_mean", summary["mean_return"])
+        log("rollout/env_return_mean", summary["env_return"])
+        log("rollout/success_rate", summary["success"])
+        log("rollout/ep_len_mean", summary["length"])
+        for key, value in logs.items():
+            if isinstance(value, (int, float)) and key != "epoch":
+                log(f"train/{key}", float(value))
+        stats = call_envs(self.rollout.env, "feedback_stats")
+        controller = self.book.controller
+        for key, value in feedback_metrics(controller, stats, summary["mean_return"]).items():
+            log(f"feedback/{key}", value)
+        log("feedback/hint_rate", summary["hint_rate"])
+        log("feedback/hints_per_turn", summary["hints_per_turn"])
+        log("feedback/reviews_in_prompt", summary["reviews_in_prompt"])
+        log("llm/tokens_per_s", summary["tokens_per_s"])
+        log("llm/generated_tokens_per_s", summary["generated_per_s"])
+        log("llm/episodes_per_s", summary["episodes_per_s"])
+        log("llm/train_tokens_per_s", summary["tokens"] / max(update_seconds, 1e-9))
+        log("llm/rollout_seconds", played.seconds)
+        log("llm/update_seconds", update_seconds)
+        for key, value in self.system.sample(self.timesteps).items():
+            log(f"system/{key}", value)
+
+    def _write_chats(self, played: RoundEpisodes) -> None:
+        with self.chats.open("a") as file:
+            for episode in played.episodes:
+                record = {"round": played.round, "phase": played.phase, **episode.chat_record()}
+                file.write(json.dumps(record) + "\n")
+
+
+def _tb_dir(tb: Path, name: str, first_round: int) -> Path:
+    """SB3's TensorBoard folders: a new run takes ``name_N+1``, a resumed one ``name_N``."""
+    taken = [int(p.name.rsplit("_", 1)[1]) for p in tb.glob(f"{name}_*") if p.name[-1].isdigit()]
+    last = max(taken, default=0)
+    return tb / f"{name}_{last if first_round > 0 and last else last + 1}"
+
+
+def _grpo_args(config: LLMRunConfig, first_round: int, device: torch.device) -> Any:
+    from trl import GRPOConfig
+
+    return GRPOConfig(
+        output_dir=str(Path(config.out_dir) / "trl"),
+        per_device_train_batch_size=config.group_size,
+        gradient_accumulation_steps=config.groups,
+        num_generations=config.group_size,
+        max_steps=config.rounds - first_round,
+        learning_rate=config.learning_rate,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        beta=config.beta,
+        epsilon=config.epsilon,
+        temperature=max(config.temperature, 1e-6),
+        num_iterations=1,
+        shuffle_dataset=False,
+        mask_truncated_completions=False,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        disable_tqdm=True,
+        seed=config.seed + first_round,
+        use_cpu=device.type == "cpu",
+        bf16=device.type == "cuda",
+        dataloader_num_workers=0,
+    )
+
+
+def train_llm_run(
+    config: LLMRunConfig,
+    *,
+    resume: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    """Trains one arm with one seed by GRPO; returns the run's final state.
+
+    Args:
+        config: The run's settings; ``out_dir`` receives every output.
+        resume: Continue from the last checkpoint in ``out_dir`` when there is one.
+        progress: Called with the env steps done after each round.
+    """
+    from datasets import Dataset
+    from trl import GRPOTrainer
+
+    device = resolve_device(config.device)
+    if device.type == "cpu":
+        torch.set_num_threads(config.cpu_threads or os.cpu_count() or 1)
+    state = prepare_llm_run_dir(config, resume=resume)
+    if state.get("finished"):
+        return state["state"]
+    first_round = state.get("round", -1) + 1
+    run_dir = Path(config.out_dir)
+    torch.manual_seed(config.seed + first_round)
+    controller = config.controller()
+    store = None
+    if config.record:
+        from feedbackgym.datasets import TrajectoryStore
+
+        store = TrajectoryStore(run_dir / "trajectories")
+    env = eval_env = writer = None
+    try:
+        chat = load_chat_model(
+            config.model,
+            adapter=config.adapter,
+            lora=LoraSettings(config.lora_rank, config.lora_alpha),
+            device=device,
+        )
+        env = make(config.env_id, controller.config, record=store, **config.env_arguments())
+        eval_env = make(config.env_id, controller.config, **config.env_arguments())
+        book = AdapterRounds(config, controller, eval_env, chat, progress=progress)
+        checkpoint = None
+        if first_round > 0:
+            checkpoint = torch.load(book.checkpoint(first_round - 1), weights_only=True)
+            load_adapter_state(chat.model, checkpoint["adapter"])
+        controller.attach(env)
+        controller.attach(eval_env)
+        if "controller" in state:
+            controller.load_state_dict(state["controller"])
+        pending = state.get("pending_report")
+        if first_round == 0 or pending is not None:
+            controller.update(first_round, **(pending or {}))
+        writer = SummaryWriter(
+            str(_tb_dir(run_dir / "tb", f"{config.arm}_seed{config.seed}", first_round))
+        )
+        rollout = GroupRollout(
+            chat,
+            env,
+            lambda trainer: first_round + int(trainer.state.global_step),
+            phase=lambda: controller.state.phase,
+            memory=config.memory,
+            turns=config.turns,
+            temperature=config.temperature,
+            max_tokens=config.max_tokens,
+            generator=torch.Generator().manual_seed(config.seed + first_round),
+        )
+        if checkpoint is not None:
+            for seed, texts in checkpoint.get("memories", {}).items():
+                for text in texts:
+                    rollout.memories.setdefault(int(seed), _memory(config.memory)).texts.append(
+                        text
+                    )
+        rounds = _Rounds(
+            config, book, rollout, writer, first_round, checkpoint, int(state.get("timesteps", 0))
+        )
+        rollout.on_round = rounds.played
+        prompts = [
+            seed_prompt(seed)
+            for round_ in range(first_round, config.rounds)
+            for seed in config.round_seeds(round_)
+        ]
+        trainer = GRPOTrainer(
+            model=chat.model,
+            reward_funcs=episode_return_reward,
+            args=_grpo_args(config, first_round, device),
+            train_dataset=Dataset.from_dict({"prompt": prompts}),
+            processing_class=chat.tokenizer,
+            rollout_func=rollout,
+            callbacks=[rounds],
+        )
+        trainer.remove_callback(PrinterCallback)  # the round's scalars go to TensorBoard
+        trainer.train()
+    finally:
+        closed = close_run(config, controller, [env, eval_env, writer], store)  # type: ignore[arg-type]
+    return closed
+
+
+def _played_by_the_book(observation: Any) -> int:
+    """No policy of observations: :class:`AdapterRounds` plays its validations with the model."""
+    raise NotImplementedError("the LLM trainer's validations play chats")
+
+
+def _memory(bound: int) -> Any:
+    from feedbackgym.language.agent_loop import ReviewMemory
+
+    return ReviewMemory(bound)
