@@ -116,9 +116,9 @@ CONSTRAIN_ENV = "FEEDBACKGYM_LLM_CONSTRAIN"
 """A generator's constraint (one of :data:`CONSTRAINTS`) when none is given (default grammar)."""
 MAX_GUIDE_CHOICES = 512
 """The most guide answers listed as a choice grammar; past that the guide sends its schema."""
-REVIEW_TEXT_CHARS = 160
+REVIEW_TEXT_CHARS = 120
 """The longest text field a constrained review answer may have (summary, state, ...)."""
-REVIEW_ITEMS = 3
+REVIEW_ITEMS = 2
 """The most reusable stretches, and re-explore points, a constrained review answer may list."""
 SCORES = tuple(n / 10 for n in range(11))
 """The scores a constrained review answer may give (0, 0.1, ..., 1)."""
@@ -767,6 +767,7 @@ class LLMGuide(_LLMGenerator):
         """The chat messages asking for ``request``'s hint."""
         data = request.to_dict()
         del data["step"]  # the answer does not depend on it
+        data.pop("text", None)  # shown above it once: the block is for servers that read it
         return self.template.messages(
             task=request.task or "(not named)",
             subgoals=_subgoal_lines(request.library, request.progress, "done"),
@@ -884,8 +885,9 @@ class LLMReviewer(_LLMGenerator):
     review carries no per-step credit (the ``credit`` channel stays empty)
     and never an expert action.
 
-    The reply is held to :meth:`schema` (steps, ids and scores as enums, at
-    most :data:`REVIEW_ITEMS` stretches and points, texts of at most
+    The reply is held to :meth:`schema` (the window's steps, the ids of the
+    subgoals reached in it and scores as enums, at most :data:`REVIEW_ITEMS`
+    stretches and points, texts of at most
     :data:`REVIEW_TEXT_CHARS` characters) unless ``constrain`` is ``"none"``.
 
     It runs off the step (it is not ``inline``): a review not ready when its
@@ -994,25 +996,22 @@ class LLMReviewer(_LLMGenerator):
         """
         steps = {"enum": [r.step for r in request.records]}
         text = {"type": "string", "minLength": 1, "maxLength": REVIEW_TEXT_CHARS}
+        before = set(request.initial_done)
+        reached = [i for i, done in request.progress.items() if done and i not in before]
 
-        def items(properties: dict[str, Any]) -> dict[str, Any]:
-            return {
-                "type": "array",
-                "maxItems": REVIEW_ITEMS,
-                "items": _object_schema(properties),
-            }
+        def items(properties: dict[str, Any], most: int = REVIEW_ITEMS) -> dict[str, Any]:
+            return {"type": "array", "maxItems": most, "items": _object_schema(properties)}
 
         return _object_schema(
             {
                 "summary": text,
                 "score": {"enum": list(SCORES)},
                 "reusable": items(
-                    {
-                        "start": steps,
-                        "end": steps,
-                        "subgoal_id": {"enum": [sg.id for sg in request.library]},
-                    }
-                ),
+                    {"start": steps, "end": steps, "subgoal_id": {"enum": reached}},
+                    most=min(REVIEW_ITEMS, len(reached)),
+                )
+                if reached
+                else {"enum": [[]]},  # nothing reached: nothing to reuse
                 "reexplore": items(
                     {"step": steps, "state": text, "suggestion": text, "reason": text}
                 ),
