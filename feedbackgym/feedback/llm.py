@@ -84,6 +84,9 @@ __all__ = [
     "DEFAULT_TIMEOUT_S",
     "MAX_GUIDE_CHOICES",
     "MODEL_ENV",
+    "REVIEW_ITEMS",
+    "REVIEW_TEXT_CHARS",
+    "SCORES",
     "TIMEOUT_ENV",
     "CONSTRAINTS",
     "ChatClient",
@@ -121,7 +124,8 @@ REVIEW_TEXT_CHARS = 120
 REVIEW_ITEMS = 2
 """The most reusable stretches, and re-explore points, a constrained review answer may list."""
 SCORES = tuple(n / 10 for n in range(11))
-"""The scores a constrained review answer may give (0, 0.1, ..., 1)."""
+"""The scores a constrained review answer may give (0, 0.1, ..., 1): 1 for a success, below
+it for a failure (the score says how close the attempt came)."""
 CONSTRAINTS = ("grammar", "json", "none")
 """How :meth:`ChatClient.reply` holds a reply to its ``choices``: a llama.cpp ``grammar``
 (llama.cpp's servers), a ``response_format`` JSON schema (``{"type": "json_object",
@@ -886,7 +890,8 @@ class LLMReviewer(_LLMGenerator):
     and never an expert action.
 
     The reply is held to :meth:`schema` (the window's steps, the ids of the
-    subgoals reached in it and scores as enums, at most :data:`REVIEW_ITEMS`
+    subgoals reached in it and the scores of :data:`SCORES` as enums: 1 for a
+    success, less for a failure; at most :data:`REVIEW_ITEMS`
     stretches and points, texts of at most
     :data:`REVIEW_TEXT_CHARS` characters) unless ``constrain`` is ``"none"``.
 
@@ -1005,7 +1010,7 @@ class LLMReviewer(_LLMGenerator):
         return _object_schema(
             {
                 "summary": text,
-                "score": {"enum": list(SCORES)},
+                "score": {"enum": [1.0] if request.success else list(SCORES[:-1])},
                 "reusable": items(
                     {"start": steps, "end": steps, "subgoal_id": {"enum": reached}},
                     most=min(REVIEW_ITEMS, len(reached)),
