@@ -3,9 +3,10 @@
 Usage::
 
     feedbackgym agent --env ID [--model-file PATH | --base-url URL [--model NAME]]
-        [--episodes N] [--seed S] [--out PATH] [--round NAME] [--feedback builtin|llm]
-        [--memory K] [--retries R] [--timeout SECONDS] [--context TOKENS] [--threads N]
-        [--constrain grammar|json|none] [--max-errors N] [--kwarg KEY=VALUE ...]
+        [--episodes N] [--attempts K] [--arm ARM] [--seed S] [--out PATH] [--round NAME]
+        [--feedback builtin|llm] [--memory K] [--retries R] [--timeout SECONDS]
+        [--context TOKENS] [--threads N] [--constrain grammar|json|none] [--max-errors N]
+        [--kwarg KEY=VALUE ...]
 
 Without ``--base-url`` it starts a local llama.cpp server on loopback for the
 packaged model (or ``--model-file``) and stops it when it ends
@@ -13,7 +14,10 @@ packaged model (or ``--model-file``) and stops it when it ends
 names the model. Episodes go to a trajectory store (``--out``, default
 ``$FEEDBACKGYM_DATASETS_PATH/<id>-agent``); ``feedbackgym datasets
 export-chat`` writes them as chats. ``--feedback llm`` asks the same server
-and model for the hints and reviews (:mod:`feedbackgym.feedback.llm`).
+and model for the hints and reviews (:mod:`feedbackgym.feedback.llm`), with
+the command's ``--timeout`` and ``--constrain``. ``--arm`` and ``--attempts``
+play each seed K times in a feedback arm (:mod:`feedbackgym.language.agent_arms`);
+each episode's line and its record name its arm and attempt.
 """
 
 from __future__ import annotations
@@ -26,8 +30,10 @@ from typing import TYPE_CHECKING, Any
 
 from feedbackgym.cli._helpers import CommandError, add_kwarg_option, parse_kwargs, positive_int
 from feedbackgym.experts import default_dataset_path
+from feedbackgym.language.agent_arms import ARMS, DEFAULT_ARM
 
 if TYPE_CHECKING:
+    from feedbackgym.feedback.llm import ChatClient
     from feedbackgym.language.model_server import ModelServer
 
 __all__ = ["add_commands", "add_model_server_options"]
@@ -60,7 +66,22 @@ def add_commands(commands: Any) -> None:
     agent.add_argument(
         "--model", metavar="NAME", help="the model name (default: the server's first model)"
     )
-    agent.add_argument("--episodes", type=positive_int, default=5)
+    agent.add_argument("--episodes", type=positive_int, default=5, help="seeds to play")
+    agent.add_argument(
+        "--attempts",
+        type=positive_int,
+        default=1,
+        metavar="K",
+        help="episodes at each seed, in a row (attempt 1..K)",
+    )
+    agent.add_argument(
+        "--arm",
+        choices=tuple(ARMS),
+        default=DEFAULT_ARM,
+        help="who speaks on which attempt: "
+        + "; ".join(f"{arm.name}: {arm.description}" for arm in ARMS.values())
+        + f" (default {DEFAULT_ARM})",
+    )
     agent.add_argument("--seed", type=int, default=0, help="seed of the first episode")
     agent.add_argument(
         "--out",
@@ -76,7 +97,10 @@ def add_commands(commands: Any) -> None:
         help="builtin: the subgoal guide and trajectory reviewer; llm: ask the model",
     )
     agent.add_argument(
-        "--memory", type=int, default=3, help="reviews of earlier episodes in the prompt"
+        "--memory",
+        type=int,
+        default=3,
+        help="reviews of earlier episodes (attempts, in the review arms) in the prompt",
     )
     agent.add_argument(
         "--retries", type=int, default=1, help="asks again after a reply that names no action"
@@ -149,7 +173,7 @@ def _play(
     args: argparse.Namespace, server: ModelServer | None, base_url: str, context: int | None
 ) -> int:
     from feedbackgym.errors import ChatError
-    from feedbackgym.feedback.llm import BASE_URL_ENV, MODEL_ENV, ChatClient
+    from feedbackgym.feedback.llm import ChatClient
     from feedbackgym.language.agent_loop import run_agent
     from feedbackgym.language.model_server import ModelServerError
 
@@ -163,15 +187,18 @@ def _play(
     client = ChatClient(base_url, model, timeout_s=args.timeout, constrain=args.constrain)
     guide = reviewer = None
     if args.feedback == "llm":
-        os.environ[BASE_URL_ENV], os.environ[MODEL_ENV] = client.base_url, client.model
+        _settings_for_llm_generators(client, args)
         guide, reviewer = LLM_GENERATORS
     out = args.out or default_dataset_path(args.env, "agent")
     successes = episodes = 0
+    by_attempt: dict[int, list[bool]] = {}
     try:
         for r in run_agent(
             args.env,
             client,
             episodes=args.episodes,
+            attempts=args.attempts,
+            arm=args.arm,
             seed=args.seed,
             store=out,
             round=args.round,
@@ -185,9 +212,11 @@ def _play(
             max_errors=args.max_errors,
         ):
             episodes, successes = episodes + 1, successes + r.success
+            by_attempt.setdefault(r.attempt, []).append(r.success)
             review = f"{r.review['score']:.2f}" if r.review else "none"
             print(
-                f"seed {r.seed}: {'success' if r.success else 'failure'} ({r.outcome}) "
+                f"seed {r.seed}: arm {r.arm} attempt {r.attempt}/{args.attempts}: "
+                f"{'success' if r.success else 'failure'} ({r.outcome}) "
                 f"return {r.episode_return:.2f} length {r.length} hints {r.hints} "
                 f"review {review} invalid replies {r.invalid_replies} "
                 f"model errors {r.model_errors} fallbacks {r.fallbacks}",
@@ -203,5 +232,26 @@ def _play(
     except KeyboardInterrupt:
         print(f"interrupted; {episodes} episodes recorded in {out}", file=sys.stderr)
         return 130
-    print(f"{episodes} episodes, {successes / episodes:.1%} success; stored in {out}")
+    per_attempt = ""
+    if args.attempts > 1:
+        per_attempt = (
+            " (by attempt: "
+            + ", ".join(f"{a}: {sum(s) / len(s):.0%}" for a, s in sorted(by_attempt.items()))
+            + ")"
+        )
+    print(f"{episodes} episodes, {successes / episodes:.1%} success{per_attempt}; stored in {out}")
     return 0
+
+
+def _settings_for_llm_generators(client: ChatClient, args: argparse.Namespace) -> None:
+    """Gives ``--feedback llm``'s generators the server, model, ``--timeout`` and ``--constrain``.
+
+    They are named (``"module:Class"``, so the recorded env spec says which
+    spoke) and made with no arguments, from these variables (see
+    :mod:`feedbackgym.feedback.llm`).
+    """
+    from feedbackgym.feedback.llm import BASE_URL_ENV, CONSTRAIN_ENV, MODEL_ENV, TIMEOUT_ENV
+
+    os.environ[BASE_URL_ENV], os.environ[MODEL_ENV] = client.base_url, client.model
+    os.environ[TIMEOUT_ENV] = f"{args.timeout:g}"
+    os.environ[CONSTRAIN_ENV] = args.constrain

@@ -19,11 +19,24 @@ built-in prompt ends with the request as JSON in a fenced block, so a server
 can read it (``python -m feedbackgym.language.stand_in_server`` does: a stand-in that
 answers from the built-in generators, for tests and trying things out).
 
+Each reply is asked for held to its schema, the way the agent's replies are
+held to the actions (``constrain``): with ``"grammar"`` (the default), the
+guide's answers are few enough to list (every ordered choice of at most
+``lookahead`` subgoals not done), so they go as a choice grammar (a token mask
+on the packaged model's server), and the review as ``response_format``
+``{"type": "json_object", "schema": ...}`` (:meth:`LLMGuide.schema`,
+:meth:`LLMReviewer.schema`: ids, steps and scores as enums, texts and lists
+bounded), the form llama.cpp honours (the OpenAI ``json_schema`` form answers
+HTTP 500 there); ``"json"`` sends the schema for both; ``"none"`` asks for
+any JSON object. Every reply is still parsed and checked.
+
 Named as ``"feedbackgym.feedback.llm:LLMGuide"`` (made with no arguments), a
 generator reads the server from ``FEEDBACKGYM_LLM_BASE_URL``,
 ``FEEDBACKGYM_LLM_MODEL`` and, if the server wants one,
-``FEEDBACKGYM_LLM_API_KEY``. The ``openai`` package (the ``llm`` extra) is
-imported on the first call.
+``FEEDBACKGYM_LLM_API_KEY``; its timeout from ``FEEDBACKGYM_LLM_TIMEOUT``
+(seconds, default 30) and its constraint from ``FEEDBACKGYM_LLM_CONSTRAIN``
+(``feedbackgym agent --feedback llm`` sets all of them from its flags). The
+``openai`` package (the ``llm`` extra) is imported on the first call.
 
 Example:
     >>> from feedbackgym.core import Subgoal
@@ -53,6 +66,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
+from itertools import permutations
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -66,8 +80,14 @@ from feedbackgym.feedback.guide import hint_for
 __all__ = [
     "API_KEY_ENV",
     "BASE_URL_ENV",
+    "CONSTRAIN_ENV",
     "DEFAULT_TIMEOUT_S",
+    "MAX_GUIDE_CHOICES",
     "MODEL_ENV",
+    "REVIEW_ITEMS",
+    "REVIEW_TEXT_CHARS",
+    "SCORES",
+    "TIMEOUT_ENV",
     "CONSTRAINTS",
     "ChatClient",
     "GuideAnswer",
@@ -93,11 +113,26 @@ API_KEY_ENV = "FEEDBACKGYM_LLM_API_KEY"
 """The API key, for servers that want one (local servers do not)."""
 DEFAULT_TIMEOUT_S = 30.0
 """How long a call waits for the server's reply."""
+TIMEOUT_ENV = "FEEDBACKGYM_LLM_TIMEOUT"
+"""A generator's timeout in seconds when none is given (default :data:`DEFAULT_TIMEOUT_S`)."""
+CONSTRAIN_ENV = "FEEDBACKGYM_LLM_CONSTRAIN"
+"""A generator's constraint (one of :data:`CONSTRAINTS`) when none is given (default grammar)."""
+MAX_GUIDE_CHOICES = 512
+"""The most guide answers listed as a choice grammar; past that the guide sends its schema."""
+REVIEW_TEXT_CHARS = 120
+"""The longest text field a constrained review answer may have (summary, state, ...)."""
+REVIEW_ITEMS = 2
+"""The most reusable stretches, and re-explore points, a constrained review answer may list."""
+SCORES = tuple(n / 10 for n in range(11))
+"""The scores a constrained review answer may give (0, 0.1, ..., 1): 1 for a success, below
+it for a failure (the score says how close the attempt came)."""
 CONSTRAINTS = ("grammar", "json", "none")
 """How :meth:`ChatClient.reply` holds a reply to its ``choices``: a llama.cpp ``grammar``
 (llama.cpp's servers), a ``response_format`` JSON schema (``{"type": "json_object",
 "schema": ...}``, llama-cpp-python's form), or not at all (the caller parses)."""
 _FENCE = re.compile(r"```json\n(.*?)\n```", re.S)
+_GUIDE_TOKENS = 96
+"""The most tokens a guide reply may take (a few ids in one JSON object)."""
 
 
 # --- the answers' schemas -------------------------------------------------------------------
@@ -448,6 +483,8 @@ class ChatClient:
         parse: Callable[[str], T],
         *,
         json_mode: bool = False,
+        choices: Sequence[str] | None = None,
+        schema: Mapping[str, Any] | None = None,
     ) -> T:
         """``parse`` of the model's reply to ``messages`` (from the cache when it was asked before).
 
@@ -456,19 +493,21 @@ class ChatClient:
             parse: Turns the reply's text into the result; raises
                 :class:`~feedbackgym.errors.ReplyError` for a reply it rejects.
             json_mode: Ask the server for a JSON object (``response_format``).
+            choices: Ask for exactly one of these strings (see :meth:`reply`).
+            schema: Ask for a JSON object of this JSON schema (see :meth:`reply`).
 
         Raises:
             ChatError: The server failed, timed out or could not be reached.
             ReplyError: The reply has no text, or ``parse`` rejected it.
             DependencyNotInstalled: ``openai`` is not installed.
         """
-        key = _dumps([json_mode, list(messages)])
+        key = _dumps([json_mode, choices, schema, list(messages)])
         with self._lock:
             if key in self._cache:
                 self._cache.move_to_end(key)
                 self.cache_hits += 1
                 return self._cache[key]
-        result = parse(self.reply(messages, json_mode=json_mode))
+        result = parse(self.reply(messages, json_mode=json_mode, choices=choices, schema=schema))
         if self.cache_size:
             with self._lock:
                 self._cache[key] = result
@@ -490,6 +529,7 @@ class ChatClient:
         *,
         json_mode: bool = False,
         choices: Sequence[str] | None = None,
+        schema: Mapping[str, Any] | None = None,
         max_tokens: int | None = None,
     ) -> str:
         """The model's reply to ``messages`` (no cache).
@@ -499,6 +539,9 @@ class ChatClient:
             json_mode: Ask the server for a JSON object (``response_format``).
             choices: Ask for exactly one of these strings, held to them as
                 :attr:`constrain` says (see :meth:`constraint`).
+            schema: Ask for a JSON object of this JSON schema
+                (``response_format`` ``{"type": "json_object", "schema": ...}``,
+                llama.cpp's form), whatever :attr:`constrain` says; not with ``choices``.
             max_tokens: The most tokens this reply may have (default: the client's).
 
         Raises:
@@ -506,6 +549,8 @@ class ChatClient:
             ReplyError: The reply has no text.
         """
         extra: dict[str, Any] = {"response_format": {"type": "json_object"}} if json_mode else {}
+        if schema is not None:
+            extra["response_format"] = {"type": "json_object", "schema": dict(schema)}
         if choices is not None:
             extra.update(self.constraint(choices))
         self.calls += 1
@@ -594,12 +639,20 @@ class _LLMGenerator:
         model: str | None = None,
         *,
         template: str | os.PathLike[str] | None = None,
-        timeout_s: float = DEFAULT_TIMEOUT_S,
+        timeout_s: float | None = None,
         cache_size: int = 1024,
         api_key: str | None = None,
+        constrain: str | None = None,
+        max_tokens: int = 512,
     ) -> None:
         self.client = ChatClient(
-            base_url, model, api_key=api_key, timeout_s=timeout_s, cache_size=cache_size
+            base_url,
+            model,
+            api_key=api_key,
+            timeout_s=_timeout(timeout_s),
+            cache_size=cache_size,
+            constrain=constrain or os.environ.get(CONSTRAIN_ENV) or "grammar",
+            max_tokens=max_tokens,
         )
         self.template = PromptTemplate.load(template or self.template_name)
         self.failures: Counter[str] = Counter()
@@ -610,9 +663,21 @@ class _LLMGenerator:
         """Calls that gave no feedback because the server or its reply failed."""
         return sum(self.failures.values())
 
-    def _ask(self, messages: list[dict[str, str]], parse: Callable[[str], T]) -> T | None:
+    def _ask(
+        self,
+        messages: list[dict[str, str]],
+        parse: Callable[[str], T],
+        schema: Mapping[str, Any],
+        choices: Sequence[str] | None = None,
+    ) -> T | None:
+        """``parse`` of the reply, held to ``choices`` or ``schema`` as ``constrain`` says."""
+        constrain = self.client.constrain
         try:
-            return self.client.complete(messages, parse, json_mode=True)
+            if constrain == "grammar" and choices:
+                return self.client.complete(messages, parse, choices=choices)
+            if constrain == "none":
+                return self.client.complete(messages, parse, json_mode=True)
+            return self.client.complete(messages, parse, schema=schema)
         except (ChatError, ReplyError) as error:
             cause = "server" if isinstance(error, ChatError) else "reply"
             self.failures[cause] += 1
@@ -645,6 +710,11 @@ class LLMGuide(_LLMGenerator):
     an action into a hint. The prompt leaves out the step, so requests that
     differ only in it share a cache entry.
 
+    The reply is held to the answers the request allows (:meth:`answers`:
+    at least one subgoal not done, at most ``lookahead``, none repeated), listed
+    as a choice grammar, or as :meth:`schema` (see the module docstring). When
+    every subgoal is done there is nothing to ask: no hint, no call.
+
     It runs off the step (it is not ``inline``): give the wrapper a
     ``deadline_ms`` the model can meet.
 
@@ -652,11 +722,14 @@ class LLMGuide(_LLMGenerator):
         base_url: The chat API's base URL (default ``$FEEDBACKGYM_LLM_BASE_URL``).
         model: The model name (default ``$FEEDBACKGYM_LLM_MODEL``).
         template: A prompt template file (default: the built-in ``guide``).
-        timeout_s: How long a call waits for the reply.
+        timeout_s: How long a call waits for the reply (default
+            ``$FEEDBACKGYM_LLM_TIMEOUT``, else :data:`DEFAULT_TIMEOUT_S`).
         lookahead: Most subgoals a hint names, unless the request's
             ``options["lookahead"]`` says otherwise.
         cache_size: Parsed replies kept.
         api_key: For servers that want one (default ``$FEEDBACKGYM_LLM_API_KEY``).
+        constrain: How replies are held to the schema (one of
+            :data:`CONSTRAINTS`; default ``$FEEDBACKGYM_LLM_CONSTRAIN``, else ``"grammar"``).
 
     Example:
         >>> import gymnasium as gym, feedbackgym
@@ -674,10 +747,11 @@ class LLMGuide(_LLMGenerator):
         model: str | None = None,
         *,
         template: str | os.PathLike[str] | None = None,
-        timeout_s: float = DEFAULT_TIMEOUT_S,
+        timeout_s: float | None = None,
         lookahead: int = 2,
         cache_size: int = 1024,
         api_key: str | None = None,
+        constrain: str | None = None,
     ) -> None:
         if lookahead < 1:
             raise ConfigError(f"lookahead must be at least 1, got {lookahead}")
@@ -688,6 +762,8 @@ class LLMGuide(_LLMGenerator):
             timeout_s=timeout_s,
             cache_size=cache_size,
             api_key=api_key,
+            constrain=constrain,
+            max_tokens=_GUIDE_TOKENS,
         )
         self.lookahead = lookahead
 
@@ -695,6 +771,7 @@ class LLMGuide(_LLMGenerator):
         """The chat messages asking for ``request``'s hint."""
         data = request.to_dict()
         del data["step"]  # the answer does not depend on it
+        data.pop("text", None)  # shown above it once: the block is for servers that read it
         return self.template.messages(
             task=request.task or "(not named)",
             subgoals=_subgoal_lines(request.library, request.progress, "done"),
@@ -714,8 +791,64 @@ class LLMGuide(_LLMGenerator):
 
     def hint(self, request: GuideRequest) -> Hint | None:
         """Asks the model; ``None`` (a counted miss) when the server or its reply failed."""
-        answer = self._ask(self.messages(request), lambda content: self._answer(content, request))
+        if not self._open(request):
+            return None  # every subgoal done: the one answer is no subgoal
+        answers = self.answers(request)
+        answer = self._ask(
+            self.messages(request),
+            lambda content: self._answer(content, request),
+            self.schema(request),
+            answers if len(answers) <= MAX_GUIDE_CHOICES else None,
+        )
         return None if answer is None else self._hint(answer, request)
+
+    def schema(self, request: GuideRequest) -> dict[str, Any]:
+        """The JSON schema of the answers to ``request``: 1 to ``lookahead`` ids not done.
+
+        Example:
+            >>> lib = (Subgoal("a", "reach A", bool), Subgoal("b", "reach B", bool))
+            >>> guide = LLMGuide("http://127.0.0.1:8000/v1", "m")
+            >>> guide.schema(GuideRequest(lib, {"a": True}, step=0))["properties"]["subgoal_ids"]
+            {'type': 'array', 'items': {'enum': ['b']}, 'minItems': 1, 'maxItems': 1}
+        """
+        ids = self._open(request)
+        items = {
+            "type": "array",
+            "items": {"enum": ids},
+            "minItems": 1,
+            "maxItems": min(self._lookahead(request), len(ids)),
+        }
+        return {
+            "type": "object",
+            "properties": {"subgoal_ids": items},
+            "required": ["subgoal_ids"],
+            "additionalProperties": False,
+        }
+
+    def answers(self, request: GuideRequest) -> list[str]:
+        """Every answer to ``request`` the schema allows, as the JSON text the prompt shows.
+
+        Ordered choices of 1 to ``lookahead`` subgoals not done, without repeats.
+
+        Example:
+            >>> lib = tuple(Subgoal(i, f"reach {i}", bool) for i in "abc")
+            >>> guide = LLMGuide("http://127.0.0.1:8000/v1", "m", lookahead=2)
+            >>> answers = guide.answers(GuideRequest(lib, {"a": True}, step=0))
+            >>> len(answers), answers[0], answers[-1]
+            (4, '{"subgoal_ids": ["b"]}', '{"subgoal_ids": ["c", "b"]}')
+        """
+        ids = self._open(request)
+        out: list[str] = []
+        for size in range(1, min(self._lookahead(request), len(ids)) + 1):
+            out.extend(json.dumps({"subgoal_ids": list(pick)}) for pick in permutations(ids, size))
+            if len(out) > MAX_GUIDE_CHOICES:
+                break
+        return out
+
+    @staticmethod
+    def _open(request: GuideRequest) -> list[str]:
+        """The ids of the subgoals not done, in the library's order."""
+        return [sg.id for sg in request.library if not request.progress.get(sg.id)]
 
     def _lookahead(self, request: GuideRequest) -> int:
         return int(request.options.get("lookahead", self.lookahead))
@@ -756,6 +889,12 @@ class LLMReviewer(_LLMGenerator):
     review carries no per-step credit (the ``credit`` channel stays empty)
     and never an expert action.
 
+    The reply is held to :meth:`schema` (the window's steps, the ids of the
+    subgoals reached in it and the scores of :data:`SCORES` as enums: 1 for a
+    success, less for a failure; at most :data:`REVIEW_ITEMS`
+    stretches and points, texts of at most
+    :data:`REVIEW_TEXT_CHARS` characters) unless ``constrain`` is ``"none"``.
+
     It runs off the step (it is not ``inline``): a review not ready when its
     episode ends lands later, with ``review_episode`` naming its episode.
 
@@ -763,9 +902,12 @@ class LLMReviewer(_LLMGenerator):
         base_url: The chat API's base URL (default ``$FEEDBACKGYM_LLM_BASE_URL``).
         model: The model name (default ``$FEEDBACKGYM_LLM_MODEL``).
         template: A prompt template file (default: the built-in ``review``).
-        timeout_s: How long a call waits for the reply.
+        timeout_s: How long a call waits for the reply (default
+            ``$FEEDBACKGYM_LLM_TIMEOUT``, else :data:`DEFAULT_TIMEOUT_S`).
         cache_size: Parsed replies kept.
         api_key: For servers that want one (default ``$FEEDBACKGYM_LLM_API_KEY``).
+        constrain: How replies are held to the schema (one of
+            :data:`CONSTRAINTS`; default ``$FEEDBACKGYM_LLM_CONSTRAIN``, else ``"grammar"``).
 
     Example:
         >>> from feedbackgym.core import StepRecord
@@ -841,7 +983,72 @@ class LLMReviewer(_LLMGenerator):
 
     def review(self, request: ReviewRequest) -> Review | None:
         """Asks the model; ``None`` (a counted miss) when the server or its reply failed."""
-        return self._ask(self.messages(request), lambda content: self.parse(content, request))
+        return self._ask(
+            self.messages(request),
+            lambda content: self.parse(content, request),
+            self.schema(request),
+        )
+
+    def schema(self, request: ReviewRequest) -> dict[str, Any]:
+        """The JSON schema of the answers to ``request`` (the window's steps, the library's ids).
+
+        Example:
+            >>> from feedbackgym.core import StepRecord
+            >>> lib = (Subgoal("a", "reach A", bool),)
+            >>> request = ReviewRequest((StepRecord(4, 1, 0.0, ("a",)),), lib, success=True)
+            >>> LLMReviewer("http://127.0.0.1:8000/v1", "m").schema(request)["required"]
+            ['summary', 'score', 'reusable', 'reexplore']
+        """
+        steps = {"enum": [r.step for r in request.records]}
+        text = {"type": "string", "minLength": 1, "maxLength": REVIEW_TEXT_CHARS}
+        before = set(request.initial_done)
+        reached = [i for i, done in request.progress.items() if done and i not in before]
+
+        def items(properties: dict[str, Any], most: int = REVIEW_ITEMS) -> dict[str, Any]:
+            return {"type": "array", "maxItems": most, "items": _object_schema(properties)}
+
+        return _object_schema(
+            {
+                "summary": text,
+                "score": {"enum": [1.0] if request.success else list(SCORES[:-1])},
+                "reusable": items(
+                    {"start": steps, "end": steps, "subgoal_id": {"enum": reached}},
+                    most=min(REVIEW_ITEMS, len(reached)),
+                )
+                if reached
+                else {"enum": [[]]},  # nothing reached: nothing to reuse
+                "reexplore": items(
+                    {"step": steps, "state": text, "suggestion": text, "reason": text}
+                ),
+            }
+        )
+
+
+def _object_schema(properties: dict[str, Any]) -> dict[str, Any]:
+    """A JSON object schema with exactly these properties, all required, in this order."""
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
+        "additionalProperties": False,
+    }
+
+
+def _timeout(timeout_s: float | None) -> float:
+    """``timeout_s``, else ``$FEEDBACKGYM_LLM_TIMEOUT``, else :data:`DEFAULT_TIMEOUT_S`.
+
+    Raises:
+        ConfigError: The variable is not a number.
+    """
+    if timeout_s is not None:
+        return timeout_s
+    value = os.environ.get(TIMEOUT_ENV)
+    if not value:
+        return DEFAULT_TIMEOUT_S
+    try:
+        return float(value)
+    except ValueError:
+        raise ConfigError(f"{TIMEOUT_ENV} must be a number of seconds, got {value!r}") from None
 
 
 def _first(error: ValidationError) -> str:

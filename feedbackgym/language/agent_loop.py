@@ -48,6 +48,8 @@ from gymnasium import spaces
 
 from feedbackgym.errors import ChatError, ConfigError, FeedbackGymError, InvalidAction, ReplyError
 from feedbackgym.feedback.llm import DEFAULT_TIMEOUT_S, ChatClient, PromptTemplate
+from feedbackgym.language.agent_arms import DEFAULT_ARM, AgentArm, LabelAttempt, agent_arm
+from feedbackgym.language.agent_arms import attempt_label as _attempt_label
 from feedbackgym.language.prompt_window import TURN_TOKENS, PromptWindow, token_counter
 from feedbackgym.protocol import FEEDBACK, IS_SUCCESS, OUTCOME
 
@@ -190,6 +192,8 @@ class AgentResult:
             prompt held its last steps that fit).
         stopped: Why the episode was cut short (the model stopped answering),
             or ``""``.
+        arm: The feedback arm it was played in (:mod:`~feedbackgym.language.agent_arms`).
+        attempt: The attempt at its seed, counted from 1.
     """
 
     seed: int
@@ -204,6 +208,8 @@ class AgentResult:
     review: dict[str, Any] | None
     messages: list[dict[str, str]]
     stopped: str = ""
+    arm: str = DEFAULT_ARM
+    attempt: int = 1
 
 
 class _Truncation(gym.Wrapper[Any, Any, Any, Any]):
@@ -236,6 +242,12 @@ class ChatAgent:
     Args:
         client: The chat model.
         memory: How many reviews of earlier episodes the prompt carries.
+        arm: The feedback arm (:data:`~feedbackgym.language.agent_arms.ARMS`):
+            whether hints go into the prompt on an attempt, and which reviews
+            the system message carries (the same seed's earlier attempts, or
+            any earlier episode's). A late review goes to the seed of the
+            episode it names (``review_episode``, counted over this agent's
+            episodes).
         retries: How many times a reply that names no action (or a failed
             call) is asked again before the fallback action is taken.
         fallback: The action taken when no reply named one (default ``"wait"``
@@ -248,6 +260,8 @@ class ChatAgent:
 
     Attributes:
         down: Why the model is taken to be down (``""`` while it answers).
+        memory: The reviews kept for arms that carry any episode's
+            (``guide+review``); other arms keep one memory per seed.
 
     Example:
         >>> agent = ChatAgent(ChatClient("http://127.0.0.1:8000/v1", "qwen2.5-1.5b-instruct"))
@@ -260,6 +274,7 @@ class ChatAgent:
         client: ChatClient,
         *,
         memory: int = DEFAULT_MEMORY,
+        arm: str = DEFAULT_ARM,
         retries: int = 1,
         fallback: str | None = None,
         template: str | os.PathLike[str] | None = None,
@@ -273,7 +288,11 @@ class ChatAgent:
                 f"{retries}, {max_errors}, {reply_tokens}"
             )
         self.client = client
+        self.arm: AgentArm = agent_arm(arm)
         self.memory = ReviewMemory(memory)
+        self._by_seed: dict[int | None, ReviewMemory] = {}
+        self._seeds: list[int | None] = []
+        """The seed of each episode played, by number (what ``review_episode`` counts)."""
         self.retries = retries
         self.fallback = fallback
         self.template = PromptTemplate.load(template or "agent")
@@ -283,8 +302,11 @@ class ChatAgent:
         self.down = ""
         self._errors_in_row = 0
 
-    def play(self, env: gym.Env[Any, Any], seed: int) -> AgentResult:
+    def play(self, env: gym.Env[Any, Any], seed: int, attempt: int = 1) -> AgentResult:
         """Plays one episode from ``reset(seed=seed)``; reviews that come go to the memory.
+
+        The arm says whether this ``attempt`` (counted from 1) shows the env's
+        hints, and which reviews the system message carries.
 
         When the model is down (:attr:`down`), no call is made: the episode is
         truncated at the next step when the env came from :func:`run_agent`,
@@ -295,18 +317,21 @@ class ChatAgent:
             PromptTooLong: The system message and one step do not fit the window.
         """
         obs, info = env.reset(seed=seed)
+        self._seeds.append(seed)
         chat = _Chat(self.template, env, seed)
         fallback = _fallback_action(env, self.fallback)
         truncation = _truncation(env)
         counts = dict.fromkeys(("invalid_replies", "model_errors", "fallbacks", "hints"), 0)
-        self.memory.add(_feedback(info, "review"))  # a late review of an earlier episode
-        hint = _feedback(info, "guide")
-        messages = [self._system(chat, chat.user(obs, hint), counts)]
+        hints = self.arm.hints_on(attempt)
+        self._remember(info)  # a late review of an earlier episode
+        memory = self.memory_for(seed)
+        hint = _feedback(info, "guide") if hints else None
+        messages = [self._system(chat, memory, chat.user(obs, hint), counts)]
         if self.window is not None:
             self.window.reset()
         length, total, done, stopped = 0, 0.0, False, ""
         while not done:
-            hint = _feedback(info, "guide")
+            hint = _feedback(info, "guide") if hints else None
             counts["hints"] += hint is not None
             messages.append(chat.user(obs, hint))
             action = None if self.down else self._act(env, messages, counts)
@@ -320,7 +345,7 @@ class ChatAgent:
             messages.append(chat.assistant(action))
             obs, reward, terminated, truncated, info = env.step(action)
             length, total, done = length + 1, total + float(reward), terminated or truncated
-            self.memory.add(_feedback(info, "review"))  # the next episodes' prompts carry it
+            self._remember(info)  # the next episodes' prompts carry it
         return AgentResult(
             seed=seed,
             success=bool(info.get(IS_SUCCESS, False)),
@@ -330,19 +355,44 @@ class ChatAgent:
             review=_feedback(info, "review"),
             messages=messages,
             stopped=stopped,
+            arm=self.arm.name,
+            attempt=attempt,
             **counts,
         )
 
-    def _system(self, chat: _Chat, first: dict[str, str], counts: dict[str, int]) -> dict[str, str]:
+    def memory_for(self, seed: int | None) -> ReviewMemory:
+        """The reviews an episode at ``seed`` carries, as the arm says (empty for no reviews)."""
+        if self.arm.memory == "all":
+            return self.memory
+        if self.arm.memory == "seed":
+            return self._by_seed.setdefault(seed, ReviewMemory(self.memory.texts.maxlen or 0))
+        return ReviewMemory(0)
+
+    def _remember(self, info: Mapping[str, Any]) -> None:
+        """Keeps a review that came in ``info``, in the memory of the seed it is about."""
+        review = _feedback(info, "review")
+        if review is None or self.arm.memory == "none":
+            return
+        episode = int(info.get(FEEDBACK, {}).get("review_episode", -1))
+        seed = self._seeds[episode] if 0 <= episode < len(self._seeds) else self._seeds[-1]
+        self.memory_for(seed).add(review)
+
+    def _system(
+        self,
+        chat: _Chat,
+        memory: ReviewMemory,
+        first: dict[str, str],
+        counts: dict[str, int],
+    ) -> dict[str, str]:
         """The system message, with as many reviews in memory as the window leaves room for."""
-        system = chat.system(self.memory)
+        system = chat.system(memory)
         if self.window is None or self.down:
             return system
         try:
-            for limit in range(len(self.memory.texts) - 1, -1, -1):
+            for limit in range(len(memory.texts) - 1, -1, -1):
                 if self.window.size([system, first]) <= self.window.budget:
                     break
-                system = chat.system(self.memory, limit)
+                system = chat.system(memory, limit)
         except ChatError as error:  # counting tokens asks the server too
             self._failed(error, counts)
         return system
@@ -470,6 +520,8 @@ def run_agent(
     *,
     episodes: int,
     seed: int = 0,
+    attempts: int = 1,
+    arm: str = DEFAULT_ARM,
     store: str | os.PathLike[str] | None = None,
     round: str = ROUND,
     env_kwargs: Mapping[str, Any] | None = None,
@@ -483,13 +535,22 @@ def run_agent(
     context: int | None = None,
     max_errors: int = DEFAULT_MAX_ERRORS,
 ) -> Iterator[AgentResult]:
-    """Plays ``episodes`` episodes (seeds ``seed, seed + 1, ...``), yielding each as it ends.
+    """Plays ``episodes`` seeds (``seed, seed + 1, ...``) ``attempts`` times each, yielding each.
+
+    Each seed is played ``attempts`` times in a row (attempt 1, 2, ...), in the
+    feedback ``arm`` (:mod:`~feedbackgym.language.agent_arms`): the guide
+    speaks only on the attempts the arm shows hints on, the reviewer only in
+    arms that carry reviews (so an arm without them never asks for one), and
+    each recorded episode's env spec names its arm and attempt
+    (:class:`~feedbackgym.language.agent_arms.LabelAttempt`).
 
     Args:
         env_id: A registered id whose env has text observations (OpsIncident).
         client: The agent's chat model.
-        episodes: How many episodes.
-        seed: The first episode's seed.
+        episodes: How many seeds.
+        seed: The first seed.
+        attempts: Episodes played at each seed, in a row.
+        arm: The feedback arm.
         store: A trajectory store directory to record to (``None``: no recording).
         round: The store round the episodes go to.
         env_kwargs: More keyword arguments for ``gym.make``.
@@ -508,8 +569,8 @@ def run_agent(
         max_errors: Failed calls in a row that stop the run.
 
     Raises:
-        FeedbackGymError: The env has no text observation, or a generator or
-            the fallback is bad.
+        FeedbackGymError: The env has no text observation, or a generator,
+            the arm or the fallback is bad.
         ModelUnavailable: (after yielding the episode it cut short) The model
             failed ``max_errors`` calls in a row.
         PromptTooLong: The system message and one step do not fit ``context``.
@@ -525,8 +586,10 @@ def run_agent(
         ...
         feedbackgym.language.agent_loop.ModelUnavailable: the model stopped answering...
     """
-    from feedbackgym.wrappers import AddGuide, AddReview, RecordTrajectories
+    from feedbackgym.wrappers import AddGuide, AddReview
 
+    if attempts < 1:
+        raise ConfigError(f"attempts must be at least 1, got {attempts}")
     window = None
     if context is not None:
         counter = token_counter(client.base_url, client.model, timeout_s=client.timeout_s)
@@ -534,6 +597,7 @@ def run_agent(
     agent = ChatAgent(
         client,
         memory=memory,
+        arm=arm,
         retries=retries,
         fallback=fallback,
         template=template,
@@ -541,21 +605,67 @@ def run_agent(
         max_errors=max_errors,
     )
     env: gym.Env[Any, Any] = _Truncation(_text_env(env_id, env_kwargs or {}))
+    recorder = None
     try:
-        env = AddGuide(env, channels=("info",), guide=guide, dropout=0.0, deadline_ms=deadline_ms)
-        env = AddReview(env, channels=("info",), reviewer=reviewer, deadline_ms=deadline_ms)
-        if store is not None:
-            env = RecordTrajectories(env, store, task_id=env_id, round=round)
+        env = hinted = AddGuide(
+            env, channels=("info",), guide=guide, dropout=0.0, deadline_ms=deadline_ms
+        )
+        env = reviewed = AddReview(
+            env, channels=("info",), reviewer=reviewer, deadline_ms=deadline_ms
+        )
+        recorder = _Recorder(env, store, env_id, round)
         for n in range(episodes):
-            result = agent.play(env, seed + n)
-            yield result
-            if result.stopped:
-                raise ModelUnavailable(
-                    f"the model stopped answering ({agent.down}); the episode at seed "
-                    f"{result.seed} was cut short after {result.length} steps and recorded"
-                )
+            for attempt in range(1, attempts + 1):
+                hinted.set_weight(1.0 if agent.arm.hints_on(attempt) else 0.0)
+                reviewed.set_weight(1.0 if agent.arm.reviews else 0.0)
+                result = agent.play(recorder.labelled(agent.arm.name, attempt), seed + n, attempt)
+                yield result
+                if result.stopped:
+                    raise ModelUnavailable(
+                        f"the model stopped answering ({agent.down}); the episode at seed "
+                        f"{result.seed} was cut short after {result.length} steps and recorded"
+                    )
     finally:
+        if recorder is not None:
+            recorder.close()
         env.close()
+
+
+class _Recorder:
+    """Records each episode of ``env`` to a store, its env spec naming its arm and attempt.
+
+    A :class:`~feedbackgym.wrappers.RecordTrajectories` over a
+    :class:`~feedbackgym.language.agent_arms.LabelAttempt` per episode, all on
+    one store (the spec is read when the recorder is made).
+    """
+
+    def __init__(
+        self,
+        env: gym.Env[Any, Any],
+        store: str | os.PathLike[str] | None,
+        task_id: str,
+        round: str,
+    ) -> None:
+        from feedbackgym.datasets import TrajectoryStore
+
+        self.env = env
+        self.store = TrajectoryStore(store) if store is not None else None
+        self.task_id = task_id
+        self.round = round
+
+    def labelled(self, arm: str, attempt: int) -> gym.Env[Any, Any]:
+        """``env`` labelled with ``arm`` and ``attempt``, recorded when there is a store."""
+        from feedbackgym.wrappers import RecordTrajectories
+
+        labelled: gym.Env[Any, Any] = LabelAttempt(self.env, arm, attempt)
+        if self.store is None:
+            return labelled
+        return RecordTrajectories(labelled, self.store, task_id=self.task_id, round=self.round)
+
+    def close(self) -> None:
+        """Closes the store (every finished episode is in it)."""
+        if self.store is not None:
+            self.store.close()
 
 
 def prompt_budget(context: int, reply_tokens: int = REPLY_TOKENS) -> int:
@@ -579,11 +689,16 @@ def chat_records(
 ) -> Iterator[dict[str, Any]]:
     """The stored episodes as chats: the messages the agent loop sent, and its answers.
 
-    Memory is rebuilt as the loop kept it: reviews of the earlier episodes of
-    the same shard, task and round, in order, ``memory`` at most. Each record
-    holds ``task_id``, ``round``, ``seed``, ``success``, ``outcome``,
-    ``episode_return``, ``length``, ``messages`` (system, then user and
-    assistant in turn) and ``review`` (the episode's own review, or ``None``).
+    Memory is rebuilt as the loop kept it, by the episode's arm (named in its
+    env spec): reviews of the earlier episodes of the same shard, task, round
+    and arm, in order, ``memory`` at most; for the arms that carry the same
+    seed's reviews only, those of the earlier attempts at that seed; none for
+    the arms without reviews. Each record holds ``task_id``, ``round``,
+    ``arm`` and ``attempt`` (``None`` for episodes recorded before the agent
+    had arms, whose memory is rebuilt as ``guide+review``'s), ``seed``,
+    ``success``, ``outcome``, ``episode_return``, ``length``, ``messages``
+    (system, then user and assistant in turn) and ``review`` (the episode's
+    own review, or ``None``).
 
     Args:
         episodes: Episodes in the order they were recorded (per shard).
@@ -591,11 +706,16 @@ def chat_records(
     """
     from feedbackgym.datasets.episode import FeedbackType
 
-    memories: dict[tuple[str, str, str], ReviewMemory] = {}
+    memories: dict[tuple[Any, ...], ReviewMemory] = {}
     template = PromptTemplate.load("agent")
     for episode in episodes:
         meta = episode.meta
-        mem = memories.setdefault((meta.shard, meta.task_id, meta.round), ReviewMemory(memory))
+        arm_name, attempt = _attempt_label(meta.env_spec)
+        scope = agent_arm(arm_name or DEFAULT_ARM).memory
+        key: tuple[Any, ...] = (meta.shard, meta.task_id, meta.round, arm_name)
+        if scope == "seed":
+            key = (*key, meta.seed)
+        mem = memories.setdefault(key, ReviewMemory(memory if scope != "none" else 0))
         env = _stored_env(episode)
         try:
             env.reset(seed=meta.seed)  # some envs word their actions per episode
@@ -620,6 +740,8 @@ def chat_records(
         yield {
             "task_id": meta.task_id,
             "round": meta.round,
+            "arm": arm_name,
+            "attempt": attempt,
             "seed": meta.seed,
             "success": meta.success,
             "outcome": meta.outcome,

@@ -179,3 +179,47 @@ def test_the_stand_in_process_is_gone_after_its_block():
         assert ChatClient(base_url, "stand-in").models() == ["stand-in"]
     with pytest.raises(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
         pass
+
+
+def test_named_generators_take_the_timeout_and_constraint_from_the_environment(monkeypatch, url):
+    from feedbackgym.feedback.llm import CONSTRAIN_ENV, TIMEOUT_ENV
+
+    monkeypatch.setenv(BASE_URL_ENV, url)
+    monkeypatch.setenv(MODEL_ENV, "stand-in")
+    monkeypatch.setenv(TIMEOUT_ENV, "7.5")
+    monkeypatch.setenv(CONSTRAIN_ENV, "json")
+    guide = as_guide("feedbackgym.feedback.llm:LLMGuide")
+    assert (guide.client.timeout_s, guide.client.constrain) == (7.5, "json")
+    assert guide.hint(REQUEST).subgoal_ids == ("b",)
+    assert LLMReviewer(timeout_s=2).client.timeout_s == 2.0  # an argument wins
+    monkeypatch.setenv(TIMEOUT_ENV, "soon")
+    with pytest.raises(ConfigError, match="FEEDBACKGYM_LLM_TIMEOUT must be a number"):
+        LLMGuide()
+
+
+def test_the_guides_answers_are_what_its_parse_accepts():
+    lib = tuple(Subgoal(i, f"reach {i}", bool) for i in "abcd")
+    request = GuideRequest(lib, {"a": True}, step=0)
+    guide = LLMGuide("http://127.0.0.1:1/v1", "m", lookahead=2)
+    answers = guide.answers(request)
+    assert len(answers) == 3 + 3 * 2  # one of three, or an ordered pair
+    assert all(guide.parse(a, request) is not None for a in answers)
+    schema = guide.schema(request)["properties"]["subgoal_ids"]
+    assert schema["items"]["enum"] == ["b", "c", "d"] and schema["maxItems"] == 2
+
+
+def test_a_guide_with_every_subgoal_done_asks_nothing():
+    guide = LLMGuide("http://127.0.0.1:1/v1", "m")  # no server: a call would be a miss
+    assert guide.hint(GuideRequest(LIB, {"a": True, "b": True}, step=2)) is None
+    assert (guide.client.calls, guide.misses) == (0, 0)
+
+
+def test_the_review_schema_offers_only_the_windows_steps_and_the_subgoals_reached():
+    request = ReviewRequest(RECORDS, LIB, success=False)
+    properties = LLMReviewer("http://127.0.0.1:1/v1", "m").schema(request)["properties"]
+    reusable = properties["reusable"]["items"]["properties"]
+    assert reusable["start"] == {"enum": [0, 1, 2]} and reusable["subgoal_id"] == {"enum": ["a"]}
+    nothing = ReviewRequest(RECORDS[:1], LIB, success=False)
+    assert LLMReviewer("http://127.0.0.1:1/v1", "m").schema(nothing)["properties"]["reusable"] == {
+        "enum": [[]]
+    }

@@ -178,3 +178,35 @@ def test_a_server_killed_or_hung_mid_run_ends_it_in_one_line_with_the_episodes_r
     recorded = len(TrajectoryStore(tmp_path).episodes())
     assert f"{recorded} episodes recorded in {tmp_path}" in err and recorded >= 2  # the cut one too
     assert _gone(pid) and _server_processes() <= before
+
+
+def test_the_llm_guide_on_the_packaged_model_answers_within_its_schema():
+    """One guide request from OpsIncident easy's first step, answered by the real model."""
+    import gymnasium as gym
+
+    import feedbackgym  # noqa: F401
+    from feedbackgym.feedback import SubgoalGuide
+    from feedbackgym.feedback.llm import LLMGuide
+    from feedbackgym.language.model_server import ModelServer
+    from feedbackgym.wrappers import AddGuide
+
+    class Keeping(SubgoalGuide):
+        requests = []
+
+        def hint(self, request):
+            self.requests.append(request)
+            return super().hint(request)
+
+    keeping = Keeping()
+    env = AddGuide(gym.make(ENV, obs_mode="text"), guide=keeping, dropout=0.0)
+    _, info = env.reset(seed=0)
+    env.close()
+    (request,) = keeping.requests
+    with ModelServer() as server:
+        guide = LLMGuide(server.base_url, server.model.name, timeout_s=60)
+        hint = guide.hint(request)
+    assert guide.misses == 0 and hint is not None, dict(guide.failures)
+    assert 1 <= len(hint.subgoal_ids) <= 2 and not any(
+        request.progress.get(i) for i in hint.subgoal_ids
+    )
+    assert hint.text.startswith("Hint: first ")
