@@ -20,7 +20,7 @@ Usage::
     feedbackgym datasets make|inspect|verify|prune|gather|export-chat ...
 
 One module per command group adds its commands (``play``: ``envs``, ``play``
-and ``demo``; ``compare``; ``report``; ``train``; ``train_llm``: ``train-llm``;
+and ``demo``; ``compare``; ``report``; ``train``; ``train_llm``: ``train-llm``,
 ``versions``; ``serve``: ``serve-feedback``; ``agent``; ``serve_model``: ``serve-model``;
 ``sandbox``; ``datasets``; ``doctor``); ``_helpers`` and ``_runs`` hold what they share.
 Each command loads what it runs (the baselines, h5py, ZeroMQ) only when it runs.
@@ -49,7 +49,6 @@ from feedbackgym.cli import (
     serve_model,
     train,
     train_llm,
-    versions,
 )
 from feedbackgym.errors import FeedbackGymError
 
@@ -83,7 +82,6 @@ def _parser() -> argparse.ArgumentParser:
         report,
         train,
         train_llm,
-        versions,
         serve,
         agent,
         serve_model,

@@ -11,20 +11,35 @@ and takes one GRPO step on its LoRA adapter (TRL's ``GRPOTrainer``). The run
 directory is the other trainers' (TensorBoard, ``curve.csv``, checkpoints,
 ``state.json``) with ``chats.jsonl`` and the adapter's versions
 (``feedbackgym versions``). Needs the ``llm-train`` extra.
+
+The same module adds ``versions``, the trained adapters' registry:
+
+Usage::
+
+    feedbackgym versions RUN_DIR                      # list them, and what serves
+    feedbackgym versions RUN_DIR --promote N
+    feedbackgym versions RUN_DIR --canary N --share 0.1
+    feedbackgym versions RUN_DIR --end-canary
+    feedbackgym versions RUN_DIR --rollback [N]       # the one promoted before, or N
+
+A version that failed its validation is never promoted.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
 from feedbackgym.cli._helpers import (
+    CommandError,
     add_kwarg_option,
     fraction,
     make_env,
     parse_kwargs,
     positive_int,
+    table,
 )
 from feedbackgym.schedules import ARMS
 
@@ -98,6 +113,7 @@ def add_commands(commands: Any) -> None:
     add_kwarg_option(parser)
     parser.add_argument("--resume", action="store_true", help="continue an interrupted run")
     parser.set_defaults(run=_cmd_train_llm)
+    _add_versions(commands)
 
 
 def llm_feedback_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -171,4 +187,53 @@ def _cmd_train_llm(args: argparse.Namespace) -> int:
     summary = {key: state.get(key) for key in ("round", "timesteps", "best_success", "alerts")}
     print(json.dumps(summary))
     print(f"run: {args.out} (tensorboard --logdir {args.out}/tb; versions: {args.out}/versions)")
+    return 0
+
+
+def _add_versions(commands: Any) -> None:
+    """Adds ``versions``: a run's adapter versions, promote, canary, roll back."""
+    parser = commands.add_parser("versions", help="list, promote, canary or roll back versions")
+    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    action = parser.add_mutually_exclusive_group()
+    action.add_argument("--promote", type=int, metavar="N")
+    action.add_argument("--canary", type=int, metavar="N")
+    action.add_argument("--end-canary", action="store_true")
+    action.add_argument("--rollback", type=int, nargs="?", const=0, metavar="N")
+    parser.add_argument("--share", type=fraction, default=0.1, help="the canary's share")
+    parser.set_defaults(run=_cmd_versions)
+
+
+def _cmd_versions(args: argparse.Namespace) -> int:
+    from feedbackgym.training.llm.versions import REGISTRY_FILE, VersionRegistry
+
+    root = args.run_dir if (args.run_dir / REGISTRY_FILE).exists() else args.run_dir / "versions"
+    if not (root / REGISTRY_FILE).exists():
+        raise CommandError(f"{args.run_dir}: no version registry (a train-llm run directory)")
+    registry = VersionRegistry(root)
+    if args.promote is not None:
+        registry.promote(args.promote)
+    elif args.canary is not None:
+        registry.start_canary(args.canary, args.share)
+    elif args.end_canary:
+        registry.end_canary()
+    elif args.rollback is not None:
+        registry.rollback(args.rollback or None)
+    state = registry.state
+    rows = [["version", "round", "passed", "success", "success masked", "serving"]]
+    canary = state.canary or {}
+    for v in state.versions:
+        serving = "current" if v.number == state.current else ""
+        if v.number == canary.get("version"):
+            serving = f"canary {canary['share']:.0%}"
+        rows.append(
+            [
+                str(v.number),
+                str(v.round),
+                "yes" if v.passed else "no",
+                f"{v.validation.get('success', 0.0):.0%}",
+                f"{v.validation.get('success_unguided', 0.0):.0%}",
+                serving,
+            ]
+        )
+    print(table(rows))
     return 0
