@@ -167,15 +167,6 @@ class RoundBook:
             evaluation = evaluate_policy(self.eval_env, policy, self.seeds, state)
         append_curve(
             self.run_dir / "curve.csv",
-            {
-                "step": timesteps,
-                "round": round_,
-                "phase": state.phase,
-                "success": evaluation.success,
-                "success_unguided": evaluation.success_unguided,
-                "mean_return": evaluation.mean_return,
-                "mean_length": evaluation.mean_length,
-                "replayed_steps": self.replayed_steps,
-            },
+            evaluation.curve_row(timesteps, round_, state.phase, self.replayed_steps),
         )
         return evaluation

@@ -29,6 +29,7 @@ __all__ = [
     "RESUMABLE_CHANGES",
     "TRAINERS",
     "RunConfig",
+    "check_same_settings",
     "close_run",
     "config_json",
     "in_worker_processes",
@@ -241,15 +242,31 @@ def _check_resumable(config: RunConfig, saved_file: Path) -> None:
         raise ConfigError(
             f"{saved_file}: cannot read the saved run's config to resume it: {error}"
         ) from error
-    wanted = json.loads(config.to_json())
+    check_same_settings(saved, json.loads(config.to_json()), RESUMABLE_CHANGES, config.out_dir)
+
+
+def check_same_settings(
+    saved: dict[str, Any], wanted: dict[str, Any], resumable: Any, out_dir: str
+) -> None:
+    """Raises ConfigError naming each setting ``wanted`` changes from ``saved``.
+
+    Args:
+        saved: The settings the run was started with (as JSON data).
+        wanted: The settings it is resumed with.
+        resumable: The names of the settings a resumed run may change.
+        out_dir: The run's directory, for the message.
+
+    Example:
+        >>> check_same_settings({"seed": 1}, {"seed": 1}, (), "runs/a")
+    """
     changed = [
         f"{key}: {saved.get(key)!r} -> {wanted.get(key)!r}"
         for key in sorted(saved.keys() | wanted.keys())
-        if key not in RESUMABLE_CHANGES and saved.get(key) != wanted.get(key)
+        if key not in resumable and saved.get(key) != wanted.get(key)
     ]
     if changed:
         raise ConfigError(
-            f"{config.out_dir}: resumed with other settings than the run was started with "
+            f"{out_dir}: resumed with other settings than the run was started with "
             f"({'; '.join(changed)}); resume with the same settings, or start it in a new "
             "directory"
         )

@@ -46,6 +46,26 @@ class Evaluation:
         """How much success depends on the hints: success shown minus success masked."""
         return self.success - self.success_unguided
 
+    def curve_row(
+        self, step: int, round_: int, phase: str, replayed_steps: int = 0
+    ) -> dict[str, Any]:
+        """This validation as a row of a run's ``curve.csv`` (its ``CURVE_FIELDS``).
+
+        Example:
+            >>> Evaluation(0.5, 0.25, 0.5, 12.0).curve_row(1024, 1, "guide")["success_unguided"]
+            0.25
+        """
+        return {
+            "step": step,
+            "round": round_,
+            "phase": phase,
+            "success": self.success,
+            "success_unguided": self.success_unguided,
+            "mean_return": self.mean_return,
+            "mean_length": self.mean_length,
+            "replayed_steps": replayed_steps,
+        }
+
 
 def validation_seeds(env: gym.Env[Any, Any], count: int) -> list[int]:
     """The first ``count`` held-out seeds (:func:`~feedbackgym.experts.held_out_seeds`).

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from feedbackgym.errors import ConfigError, DependencyNotInstalled
+from feedbackgym.errors import DependencyNotInstalled
 from feedbackgym.protocol import SET_FEEDBACK_STATE, FeedbackState, call_envs
 from feedbackgym.training.common.device import resolve_device
 from feedbackgym.training.common.feedback_metrics import feedback_metrics
@@ -42,7 +42,7 @@ from feedbackgym.training.common.run_files import (
     drop_curve_rows_after,
     read_state,
 )
-from feedbackgym.training.common.run_settings import close_run
+from feedbackgym.training.common.run_settings import check_same_settings, close_run
 from feedbackgym.training.common.system_metrics import SystemMonitor
 from feedbackgym.training.common.validation import Evaluation
 from feedbackgym.training.llm.action_choice import rollout_threads
@@ -94,17 +94,9 @@ def prepare_llm_run_dir(config: LLMRunConfig, *, resume: bool) -> dict[str, Any]
     saved = run_dir / "config.json"
     if state and saved.exists():
         before = json.loads(LLMRunConfig.from_json(saved.read_text()).to_json())
-        wanted = json.loads(config.to_json())
-        changed = [
-            f"{key}: {before.get(key)!r} -> {wanted.get(key)!r}"
-            for key in sorted(before.keys() | wanted.keys())
-            if key not in LLM_RESUMABLE_CHANGES and before.get(key) != wanted.get(key)
-        ]
-        if changed:
-            raise ConfigError(
-                f"{config.out_dir}: resumed with other settings than the run was started with "
-                f"({'; '.join(changed)}); resume with the same settings, or start a new directory"
-            )
+        check_same_settings(
+            before, json.loads(config.to_json()), LLM_RESUMABLE_CHANGES, config.out_dir
+        )
     if not resume:
         for stale in ("curve.csv", "state.json", "chats.jsonl"):
             (run_dir / stale).unlink(missing_ok=True)
@@ -184,17 +176,7 @@ class AdapterRounds(RoundBook):
         call_envs(self.eval_env, SET_FEEDBACK_STATE, state.masked(False))
         evaluation = Evaluation(success, unguided, mean_return, mean_length)
         append_curve(
-            self.run_dir / "curve.csv",
-            {
-                "step": timesteps,
-                "round": round_,
-                "phase": state.phase,
-                "success": evaluation.success,
-                "success_unguided": evaluation.success_unguided,
-                "mean_return": evaluation.mean_return,
-                "mean_length": evaluation.mean_length,
-                "replayed_steps": 0,
-            },
+            self.run_dir / "curve.csv", evaluation.curve_row(timesteps, round_, state.phase)
         )
         self._add_version(round_ - 1, evaluation)
         return evaluation
