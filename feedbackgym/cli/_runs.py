@@ -11,7 +11,7 @@ from feedbackgym.training.common.trainer_names import DEFAULT_TRAINER, TRAINERS
 from feedbackgym.training.workers.env_groups import ENV_BACKENDS
 from feedbackgym.wrappers.shaping import TERMINAL_MODES
 
-__all__ = ["add_run_arguments", "feedback_overrides", "given_run_settings"]
+__all__ = ["add_run_arguments", "feedback_overrides", "given_run_settings", "given_sections"]
 
 _RELIANCE = RelianceConfig()
 """The reliance rule's defaults live in the config, for the help text."""
@@ -176,6 +176,21 @@ def given_run_settings(args: argparse.Namespace) -> dict[str, Any]:
     return {name: value for name, value in flags.items() if value is not None}
 
 
+def given_sections(flags: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The config sections of ``flags`` (``{section: {field: value}}``) with a value given.
+
+    Example:
+        >>> given_sections({"guide": {"every": None}, "shaping": {"gamma": 0.9, "scale": None}})
+        {'shaping': {'gamma': 0.9}}
+    """
+    overrides: dict[str, Any] = {}
+    for section, values in flags.items():
+        given = {name: value for name, value in values.items() if value is not None}
+        if given:
+            overrides[section] = given
+    return overrides
+
+
 def feedback_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The feedback config sections the flags set (they override a ``--config`` file).
 
@@ -191,11 +206,7 @@ def feedback_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "shaping": {"terminal": args.shaping_terminal, "gamma": args.gamma},
         "explore": {"scale": args.explore_scale},
     }
-    overrides: dict[str, Any] = {}
-    for section, values in flags.items():
-        given = {name: value for name, value in values.items() if value is not None}
-        if given:
-            overrides[section] = given
+    overrides = given_sections(flags)
     if args.fixed_switch:
         overrides.setdefault("schedule", {})["adaptive"] = None
     elif args.min_success is not None:

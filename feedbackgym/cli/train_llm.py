@@ -41,6 +41,7 @@ from feedbackgym.cli._helpers import (
     positive_int,
     table,
 )
+from feedbackgym.cli._runs import given_sections
 from feedbackgym.schedules import ARMS
 
 __all__ = ["add_commands", "llm_feedback_overrides"]
@@ -129,11 +130,7 @@ def llm_feedback_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "guide": {"dropout": args.dropout, "dropout_scope": args.dropout_scope},
         "schedule": {"switch_at": args.switch_at, "fade": args.fade},
     }
-    overrides: dict[str, Any] = {}
-    for section, values in flags.items():
-        given = {name: value for name, value in values.items() if value is not None}
-        if given:
-            overrides[section] = given
+    overrides = given_sections(flags)
     if args.fixed_switch:
         overrides.setdefault("schedule", {})["adaptive"] = None
     if args.reliance_rule:
