@@ -43,5 +43,5 @@ def test_reexplore_replays_an_episode_exactly():
     for action in actions:
         obs, *_ = env.step(action)
     restored, info = env.reset(options={"restore": {"seed": 5, "actions": actions}})
-    assert restored == obs and info["restored_from"] == {"seed": 5, "step": 4}
+    assert restored == obs and info["restored_from"] == {"seed": 5, "step": 4, "kind": "explicit"}
     env.close()
