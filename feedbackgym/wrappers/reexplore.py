@@ -227,9 +227,13 @@ class Reexplore(
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         """Steps the env and records the action; a finished episode updates the starts."""
         obs, reward, terminated, truncated, info = self.env.step(action)
+        if self._seed is None:  # off, reset without a seed: no state of it can be restored
+            if terminated or truncated:
+                self._finished = None
+            return obs, reward, terminated, truncated, info
         self._actions.append(json_safe(action))
         if terminated or truncated:
-            self._finished = None if self._seed is None else (self._seed, self._actions)
+            self._finished = (self._seed, self._actions)
             if self.config is not None or self._from is not None:
                 self._episode_ended(bool(info.get("is_success", False)), info)
         return obs, reward, terminated, truncated, info
