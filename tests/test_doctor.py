@@ -14,7 +14,19 @@ from feedbackgym.envs.web.executable import DEFAULT_CHROMIUM
 from tests.conftest import require
 
 SYSTEM = ("Chromium", "Docker engine", "sandbox image", "bubblewrap", "language model")
-EXTRAS = ("web", "code", "hdf5", "remote", "baselines", "minari", "ray", "llm", "docs", "test")
+EXTRAS = (
+    "web",
+    "code",
+    "hdf5",
+    "remote",
+    "baselines",
+    "minari",
+    "ray",
+    "llm",
+    "llm-train",
+    "docs",
+    "test",
+)
 
 
 def _doctor(*args, **env):
