@@ -50,14 +50,18 @@ import feedbackgym
 from feedbackgym.config import FeedbackConfig
 from feedbackgym.datasets import TrajectoryStore
 from feedbackgym.training.common.arms import arm_config
+from feedbackgym.training.common.update_presets import UPDATE_PRESETS
 from feedbackgym.training.torch_ppo.ppo import PPOConfig, train
-from feedbackgym.training.torch_ppo.run_torch import SB3_EPOCHS
 
 ENV_ID = "feedbackgym/OpsIncidentHard-v0"
 OVERLAP = {"overlap_update": True, "update_threads": 1}
 """The update in a worker process of one thread (three processes on two cores)."""
-COMPARE_UPDATE = {"update_epochs": SB3_EPOCHS, "num_minibatches": 8, "update_threads": 1}
-"""The update of a ``compare --trainer torch`` run (SB3's 10 epochs of 256 samples, one thread)."""
+COMPARE_UPDATE = {
+    "update_epochs": UPDATE_PRESETS["sb3"].n_epochs,
+    "num_minibatches": 8,
+    "update_threads": 1,
+}
+"""The update of a ``compare --preset sb3`` run (SB3's 10 epochs of 256 samples, one thread)."""
 ARM = "guide-then-review+shaping"
 
 

@@ -8,6 +8,11 @@ from typing import Any
 from feedbackgym.cli._helpers import fraction, positive_int
 from feedbackgym.config import ExploreConfig, RelianceConfig
 from feedbackgym.training.common.trainer_names import DEFAULT_TRAINER, TRAINERS
+from feedbackgym.training.common.update_presets import (
+    DEFAULT_PRESET,
+    UPDATE_PRESETS,
+    preset_settings,
+)
 from feedbackgym.training.workers.env_groups import ENV_BACKENDS
 from feedbackgym.wrappers.shaping import TERMINAL_MODES
 
@@ -60,6 +65,22 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         help="torch trainer: train each round in a worker process while the next is "
         "collected with the weights before that update (one update stale)",
     )
+    parser.add_argument(
+        "--preset",
+        choices=sorted(UPDATE_PRESETS),
+        help=f"rollout and update settings (default {DEFAULT_PRESET}: "
+        f"{_preset_text(DEFAULT_PRESET)}; sb3: {_preset_text('sb3')}, SB3's update, for "
+        "trainer-against-trainer comparisons); the five flags below override it",
+    )
+    parser.add_argument("--n-envs", type=positive_int, metavar="N", help="parallel envs per run")
+    parser.add_argument("--n-steps", type=positive_int, metavar="N", help="steps per env per round")
+    parser.add_argument(
+        "--epochs", type=positive_int, metavar="N", help="passes over each round's rollout"
+    )
+    parser.add_argument(
+        "--batch-size", type=positive_int, metavar="N", help="samples per minibatch"
+    )
+    parser.add_argument("--learning-rate", type=float, metavar="LR", help="Adam's step size")
     parser.add_argument("--bc-episodes", type=int, default=0, help="behaviour-cloning warm-up")
     parser.add_argument(
         "--restart-demos",
@@ -159,21 +180,41 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _preset_text(name: str) -> str:
+    """A preset's settings in a few words, for the help text."""
+    p = UPDATE_PRESETS[name]
+    return (
+        f"{p.n_envs} envs x {p.n_steps} steps, {p.n_epochs} epochs of {p.batch_size}, "
+        f"lr {p.learning_rate:g}"
+    )
+
+
 def given_run_settings(args: argparse.Namespace) -> dict[str, Any]:
     """The run settings whose flags were given (the others keep the config's defaults).
+
+    A ``--preset`` gives its five settings; their own flags go over it.
 
     Example:
         >>> parser = argparse.ArgumentParser()
         >>> add_run_arguments(parser)
         >>> given_run_settings(parser.parse_args(["--eval-episodes", "5"]))
         {'eval_episodes': 5}
+        >>> given_run_settings(parser.parse_args(["--preset", "sb3", "--epochs", "3"]))["n_epochs"]
+        3
     """
+    settings = preset_settings(args.preset) if args.preset else {}
     flags = {
+        "n_envs": args.n_envs,
+        "n_steps": args.n_steps,
+        "n_epochs": args.epochs,
+        "batch_size": args.batch_size,
+        "learning_rate": args.learning_rate,
         "keep_checkpoints": args.keep_checkpoints,
         "eval_every": args.eval_every,
         "eval_episodes": args.eval_episodes,
     }
-    return {name: value for name, value in flags.items() if value is not None}
+    settings.update({name: value for name, value in flags.items() if value is not None})
+    return settings
 
 
 def given_sections(flags: dict[str, dict[str, Any]]) -> dict[str, Any]:

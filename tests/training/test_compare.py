@@ -177,6 +177,8 @@ def test_compare_command_rejects_bad_input(tmp_path):
         (["--quick", "--explore-scale", "0", *out], "explore.scale"),
         (["--quick", "--config", str(tmp_path / "none.yaml"), *out], "cannot read config file"),
         (["--quick", "--keep-checkpoints", "-1", *out], "keep_checkpoints must be >= 0"),
+        (["--quick", "--preset", "cleanrl", *out], "--preset"),
+        (["--quick", "--epochs", "0", *out], "--epochs"),
     ]
     for args, message in refused:
         result = run(*args)
@@ -188,7 +190,7 @@ def test_compare_command_passes_the_schedule_and_dropout_options(tmp_path):
     args += ["--steps", "1024", "--switch-at", "0.3", "--fade", "2", "--dropout", "0.2"]
     args += ["--dropout-scope", "step", "--keep-checkpoints", "1"]
     args += ["--shaping-terminal", "zero_on_harm", "--gamma", "1"]
-    args += ["--out", str(tmp_path)]
+    args += ["--preset", "sb3", "--n-envs", "4", "--epochs", "2", "--out", str(tmp_path)]
     result = subprocess.run(
         [sys.executable, "-m", "feedbackgym", "compare", *args],
         capture_output=True,
@@ -198,12 +200,16 @@ def test_compare_command_passes_the_schedule_and_dropout_options(tmp_path):
     assert result.returncode == 0, result.stderr
     config = json.loads((tmp_path / "config.json").read_text())
     assert config["keep_checkpoints"] == 1
+    # the preset's settings, its own flags over it
+    settings = {k: config[k] for k in ("n_envs", "n_steps", "n_epochs", "batch_size")}
+    assert settings == {"n_envs": 4, "n_steps": 128, "n_epochs": 2, "batch_size": 256}
     assert config["feedback_overrides"] == {
         "guide": {"dropout": 0.2, "dropout_scope": "step"},
         "schedule": {"fade": 2.0, "switch_at": 0.3},
         "shaping": {"gamma": 1.0, "terminal": "zero_on_harm"},
     }
     run = RunConfig.from_json((tmp_path / "runs" / "sparse-seed0" / "config.json").read_text())
+    assert (run.n_envs, run.n_epochs, run.learning_rate) == (4, 2, 3e-4)
     feedback = run.arm_config(run.feedback)
     assert (feedback.shaping.terminal, feedback.shaping.gamma) == ("zero_on_harm", 1.0)
     assert (feedback.schedule.switch_at, feedback.schedule.fade) == (0.3, 2.0)

@@ -13,7 +13,8 @@ validated once before the first round (:meth:`RoundBook.validate_clone`).
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +49,9 @@ class RoundBook:
     Args:
         config: The run's :class:`~feedbackgym.training.sb3.run_sb3.RunConfig`.
         controller: The run's controller (its state is saved, and validated in).
-        eval_env: The validation env (the arm's stack, as the learner sees it).
+        eval_envs: The validation envs: copies of the arm's stack, as the learner
+            sees it, played in lockstep (see
+            :func:`~feedbackgym.training.common.validation.evaluate_policy`).
         suffix: The checkpoints' file suffix (``".zip"`` for SB3, ``".pt"`` for torch).
         progress: Called with the timestep count after each round.
     """
@@ -57,23 +60,34 @@ class RoundBook:
         self,
         config: Any,
         controller: FeedbackController,
-        eval_env: Any,
+        eval_envs: Sequence[Any],
         *,
         suffix: str,
         progress: Callable[[int], None] | None = None,
     ) -> None:
         self.config = config
         self.controller = controller
-        self.eval_env = eval_env
+        self.eval_envs = list(eval_envs)
         self.suffix = suffix
         self.report_progress = progress
         self.run_dir = Path(config.out_dir)
         self.checkpoints = self.run_dir / "checkpoints"
-        self.seeds = validation_seeds(eval_env, config.eval_episodes)
+        self.seeds = validation_seeds(self.eval_envs[0], config.eval_episodes)
         state = read_state(self.run_dir)
         self.best = state.get("best_success", -1.0)
         self.replayed_steps = int(state.get("replayed_steps", 0))
         """Steps replayed to reach restarts so far (see :meth:`add_replayed`)."""
+        self._seconds_before = float(state.get("seconds", 0.0))
+        self._started = time.monotonic()
+
+    @property
+    def seconds(self) -> float:
+        """Wall-clock seconds the run has trained so far.
+
+        Counted from when this book was opened (the envs up), plus what the
+        sessions before a resume took.
+        """
+        return self._seconds_before + time.monotonic() - self._started
 
     def add_replayed(self, steps: float) -> None:
         """Counts a round's steps replayed to reach restarts (its ``replayed_steps`` metric)."""
@@ -99,7 +113,7 @@ class RoundBook:
             finished: The round.
             timesteps: Env steps done so far.
             save: Writes the learner's checkpoint to the path given.
-            policy: Maps one observation to an action (sampled), for validation.
+            policy: Maps the validation envs' observations to actions (sampled).
             pending_report: The round's trend when it is not reported yet (the
                 run stops here), else ``None``.
             log: Records a scalar for TensorBoard (``tag``, ``value``).
@@ -121,6 +135,7 @@ class RoundBook:
             round=finished,
             timesteps=timesteps,
             replayed_steps=self.replayed_steps,
+            seconds=round(self.seconds, 2),
             controller=self.controller.state_dict(),
             pending_report=pending_report,
         )
@@ -164,9 +179,11 @@ class RoundBook:
         # torch seed so that a validation is reproducible.
         with torch.random.fork_rng():
             torch.manual_seed(self.config.seed)
-            evaluation = evaluate_policy(self.eval_env, policy, self.seeds, state)
+            evaluation = evaluate_policy(self.eval_envs, policy, self.seeds, state)
         append_curve(
             self.run_dir / "curve.csv",
-            evaluation.curve_row(timesteps, round_, state.phase, self.replayed_steps),
+            evaluation.curve_row(
+                timesteps, round_, state.phase, self.replayed_steps, seconds=self.seconds
+            ),
         )
         return evaluation

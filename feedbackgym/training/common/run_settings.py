@@ -20,6 +20,7 @@ from feedbackgym.errors import ConfigError
 from feedbackgym.training.common.arms import ArmFeedback, checked_keep_checkpoints, rounds_for
 from feedbackgym.training.common.run_files import drop_curve_rows_after, read_state, write_state
 from feedbackgym.training.common.trainer_names import DEFAULT_TRAINER, TRAINERS
+from feedbackgym.training.common.update_presets import DEFAULT_PRESET, UPDATE_PRESETS
 from feedbackgym.training.workers.env_groups import check_env_backend
 from feedbackgym.wrappers.stack import make
 
@@ -36,6 +37,9 @@ __all__ = [
     "open_store",
     "prepare_run_dir",
 ]
+
+_DEFAULT = UPDATE_PRESETS[DEFAULT_PRESET]
+"""Where a run's rollout and update settings come from unless given."""
 
 DEFAULT_NET_ARCH = (128, 128)
 """Hidden layers of the policy and value networks that runs train by default."""
@@ -66,8 +70,12 @@ class RunConfig(ArmFeedback):
         seed: The run's seed (training seeds stay below the validation seeds).
         total_steps: Env steps to train for.
         out_dir: The run directory.
-        n_envs: Parallel envs.
+        n_envs: Parallel envs. This and the next four default to the
+            :data:`~.update_presets.DEFAULT_PRESET`'s values.
         n_steps: Steps per env per round (PPO rollout length).
+        n_epochs: Passes over each round's rollout in its update.
+        batch_size: Samples per minibatch of the update (each pass takes
+            ``n_envs * n_steps // batch_size`` gradient steps).
         subprocess: Run the envs in subprocess workers (SB3: ``SubprocVecEnv``; the
             torch trainer: 2 env workers unless ``env_workers`` says otherwise).
             Envs with slow steps (web, code) run in worker processes either way.
@@ -126,15 +134,17 @@ class RunConfig(ArmFeedback):
     seed: int
     total_steps: int
     out_dir: str
-    n_envs: int = 8
-    n_steps: int = 128
+    n_envs: int = _DEFAULT.n_envs
+    n_steps: int = _DEFAULT.n_steps
+    n_epochs: int = _DEFAULT.n_epochs
+    batch_size: int = _DEFAULT.batch_size
     subprocess: bool = False
     eval_every: int = 4
     eval_episodes: int = 30
     review_credit: bool = True
     bc_episodes: int = 0
     restart_demos: int = 0
-    learning_rate: float = 3e-4
+    learning_rate: float = _DEFAULT.learning_rate
     anneal_lr: bool = False
     time_limit_terminal: bool = False
     ent_coef: float = 0.01
@@ -156,6 +166,10 @@ class RunConfig(ArmFeedback):
         checked_keep_checkpoints(self.keep_checkpoints)
         if self.env_workers < 0:
             raise ValueError(f"env_workers must be >= 0, got {self.env_workers}")
+        if self.n_epochs < 1 or self.batch_size < 1:
+            raise ValueError(
+                f"n_epochs and batch_size must be >= 1, got {self.n_epochs} and {self.batch_size}"
+            )
         if self.trainer not in TRAINERS:
             raise ValueError(f"trainer must be one of {', '.join(TRAINERS)}, got {self.trainer!r}")
         check_env_backend(self.env_backend, self.env_actor_cpus)

@@ -18,11 +18,35 @@ from feedbackgym.protocol import (
     FeedbackState,
     call_envs,
 )
+from feedbackgym.training.workers.env_groups import steps_slowly
 
-__all__ = ["Evaluation", "Policy", "evaluate_policy", "validation_seeds"]
+__all__ = [
+    "VALIDATION_ENVS",
+    "Evaluation",
+    "Policy",
+    "evaluate_policy",
+    "one_at_a_time",
+    "validation_envs",
+    "validation_seeds",
+]
 
-Policy = Callable[[Any], int]
-"""Maps one observation to an action (validations sample it)."""
+VALIDATION_ENVS = 16
+"""Copies of the stack a run validates on at once (envs with slow steps, web and code:
+one, so that a run does not hold 16 browsers or sandboxes)."""
+
+Policy = Callable[[list[Any]], Sequence[int]]
+"""Maps a list of observations (one per validation env in play) to their actions
+(validations sample them)."""
+
+
+def one_at_a_time(act: Callable[[Any], int]) -> Policy:
+    """A :data:`Policy` from a function that maps one observation to an action.
+
+    Example:
+        >>> one_at_a_time(lambda obs: obs + 1)([1, 2])
+        [2, 3]
+    """
+    return lambda observations: [act(obs) for obs in observations]
 
 
 @dataclass(frozen=True)
@@ -47,7 +71,12 @@ class Evaluation:
         return self.success - self.success_unguided
 
     def curve_row(
-        self, step: int, round_: int, phase: str, replayed_steps: int = 0
+        self,
+        step: int,
+        round_: int,
+        phase: str,
+        replayed_steps: int = 0,
+        seconds: float | None = None,
     ) -> dict[str, Any]:
         """This validation as a row of a run's ``curve.csv`` (its ``CURVE_FIELDS``).
 
@@ -64,6 +93,7 @@ class Evaluation:
             "mean_return": self.mean_return,
             "mean_length": self.mean_length,
             "replayed_steps": replayed_steps,
+            "seconds": "" if seconds is None else round(seconds, 2),
         }
 
 
@@ -80,41 +110,91 @@ def validation_seeds(env: gym.Env[Any, Any], count: int) -> list[int]:
         return list(range(VALIDATION_SEED_START, VALIDATION_SEED_START + count))
 
 
+def validation_envs(config: Any) -> int:
+    """How many copies of its stack a run (a ``RunConfig``) validates on at once.
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> ops = SimpleNamespace(env_id="feedbackgym/OpsIncidentEasy-v0", eval_episodes=30)
+        >>> validation_envs(ops)
+        16
+        >>> validation_envs(SimpleNamespace(env_id="feedbackgym/WebForm-v0", eval_episodes=30))
+        1
+    """
+    if steps_slowly(config.env_id):
+        return 1
+    return max(1, min(VALIDATION_ENVS, config.eval_episodes))
+
+
 def _play(
-    env: gym.Env[Any, Any], policy: Policy, seeds: Sequence[int]
+    envs: Sequence[gym.Env[Any, Any]], policy: Policy, seeds: Sequence[int]
 ) -> tuple[float, float, float]:
-    successes, returns, lengths = [], [], []
-    for seed in seeds:
-        obs, info = env.reset(seed=seed)
-        total, length, done = 0.0, 0, False
-        while not done:
-            obs, reward, terminated, truncated, info = env.step(policy(obs))
-            total += float(info.get(ENV_REWARD, reward))
-            length += 1
-            done = terminated or truncated
-        successes.append(bool(info.get(IS_SUCCESS, False)))
-        returns.append(total)
-        lengths.append(length)
+    """Plays one episode per seed, the envs in lockstep: one policy call per step of them all.
+
+    Each env plays the next seed not yet started as soon as its episode ends.
+    """
+    results: dict[int, tuple[bool, float, int]] = {}
+    pending = iter(enumerate(seeds))
+    playing: dict[int, list[Any]] = {}  # env -> [seed's index, observation, return, length]
+
+    def start(env: int) -> None:
+        index, seed = next(pending, (None, None))
+        if index is not None:
+            obs, _ = envs[env].reset(seed=seed)
+            playing[env] = [index, obs, 0.0, 0]
+
+    for env in range(min(len(envs), len(seeds))):
+        start(env)
+    while playing:
+        order = list(playing)
+        actions = policy([playing[env][1] for env in order])
+        for env, action in zip(order, actions, strict=True):
+            episode = playing[env]
+            obs, reward, terminated, truncated, info = envs[env].step(int(action))
+            episode[1] = obs
+            episode[2] += float(info.get(ENV_REWARD, reward))
+            episode[3] += 1
+            if terminated or truncated:
+                results[episode[0]] = (bool(info.get(IS_SUCCESS, False)), episode[2], episode[3])
+                del playing[env]
+                start(env)
+    successes, returns, lengths = zip(*(results[k] for k in range(len(seeds))), strict=True)
     return float(np.mean(successes)), float(np.mean(returns)), float(np.mean(lengths))
 
 
 def evaluate_policy(
-    env: gym.Env[Any, Any], policy: Policy, seeds: Sequence[int], state: FeedbackState
+    envs: Sequence[gym.Env[Any, Any]], policy: Policy, seeds: Sequence[int], state: FeedbackState
 ) -> Evaluation:
     """Evaluates ``policy`` on ``seeds`` in feedback ``state``, hints shown and masked.
 
     Args:
-        env: The arm's env stack (with :class:`~feedbackgym.wrappers.FadeGuideToReview`).
-        policy: Maps an observation to an action.
-        seeds: Validation seeds.
-        state: The controller's state to evaluate in (pushed to ``env``).
+        envs: Copies of the arm's env stack (with
+            :class:`~feedbackgym.wrappers.FadeGuideToReview`), played in lockstep:
+            ``len(envs)`` episodes at a time, one batched policy call a step.
+        policy: Maps the observations of the envs in play to their actions.
+        seeds: Validation seeds, one episode each.
+        state: The controller's state to evaluate in (pushed to every env).
+
+    Example:
+        >>> import feedbackgym
+        >>> from feedbackgym.protocol import FeedbackState
+        >>> envs = [feedbackgym.make("feedbackgym/OpsIncidentEasy-v0") for _ in range(2)]
+        >>> wait = one_at_a_time(lambda obs: 0)
+        >>> state = FeedbackState(phase="none", guide_weight=0.0, review_weight=0.0)
+        >>> evaluate_policy(envs, wait, [10_000, 10_001, 10_002], state).success
+        0.0
     """
-    call_envs(env, SET_FEEDBACK_STATE, state.masked(False))
-    success, mean_return, mean_length = _play(env, policy, seeds)
+
+    def push(feedback: FeedbackState) -> None:
+        for env in envs:
+            call_envs(env, SET_FEEDBACK_STATE, feedback)
+
+    push(state.masked(False))
+    success, mean_return, mean_length = _play(envs, policy, seeds)
     if state.guide_weight == 0:
         unguided = success
     else:
-        call_envs(env, SET_FEEDBACK_STATE, state.masked())
-        unguided = _play(env, policy, seeds)[0]
-        call_envs(env, SET_FEEDBACK_STATE, state.masked(False))
+        push(state.masked())
+        unguided = _play(envs, policy, seeds)[0]
+        push(state.masked(False))
     return Evaluation(success, unguided, mean_return, mean_length)

@@ -35,12 +35,16 @@ from feedbackgym.schedules import ARMS, TWO_PHASE_ARMS
 from feedbackgym.training.common.arms import checked_keep_checkpoints, rounds_for
 from feedbackgym.training.common.run_settings import RunConfig, config_json
 from feedbackgym.training.common.trainer_names import DEFAULT_TRAINER
+from feedbackgym.training.common.update_presets import DEFAULT_PRESET, UPDATE_PRESETS
 from feedbackgym.training.experiments.report import write_report
 
 if TYPE_CHECKING:
     from feedbackgym.training.experiments.ray_runs import RayOptions
 
 __all__ = ["ComparisonConfig", "QUICK", "run_comparison"]
+
+_DEFAULT = UPDATE_PRESETS[DEFAULT_PRESET]
+"""Where a comparison's rollout and update settings come from unless given."""
 
 
 @dataclass
@@ -55,8 +59,13 @@ class ComparisonConfig:
         steps: Env steps per run.
         out: Output directory.
         jobs: Runs in parallel (processes; on Ray the cluster's resources decide).
-        n_envs: Envs per run.
+        n_envs: Envs per run. This and the next four default to the
+            :data:`~feedbackgym.training.common.update_presets.DEFAULT_PRESET`'s
+            values; ``UPDATE_PRESETS["sb3"].settings()`` gives SB3's update.
         n_steps: Steps per env per round.
+        n_epochs: Passes over each round's rollout.
+        batch_size: Samples per minibatch of the update.
+        learning_rate: PPO's learning rate.
         eval_every: Rounds between validations (``None``: about 15 per run).
         eval_episodes: Validation seeds per validation.
         bc_episodes: Expert episodes for a behaviour-cloning warm-up (0: none).
@@ -96,8 +105,11 @@ class ComparisonConfig:
     steps: int
     out: str
     jobs: int = 1
-    n_envs: int = 8
-    n_steps: int = 128
+    n_envs: int = _DEFAULT.n_envs
+    n_steps: int = _DEFAULT.n_steps
+    n_epochs: int = _DEFAULT.n_epochs
+    batch_size: int = _DEFAULT.batch_size
+    learning_rate: float = _DEFAULT.learning_rate
     eval_every: int | None = None
     eval_episodes: int = 30
     bc_episodes: int = 0
@@ -177,6 +189,9 @@ class ComparisonConfig:
                 out_dir=str(Path(self.out) / "runs" / f"{arm}-seed{seed}"),
                 n_envs=self.n_envs,
                 n_steps=self.n_steps,
+                n_epochs=self.n_epochs,
+                batch_size=self.batch_size,
+                learning_rate=self.learning_rate,
                 eval_every=eval_every,
                 eval_episodes=self.eval_episodes,
                 bc_episodes=self.bc_episodes,

@@ -135,7 +135,8 @@ class AdapterRounds(RoundBook):
         *,
         progress: Callable[[int], None] | None = None,
     ) -> None:
-        super().__init__(config, controller, eval_env, suffix=".pt", progress=progress)
+        super().__init__(config, controller, [eval_env], suffix=".pt", progress=progress)
+        self.eval_env = eval_env
         self.llm = config
         self.chat = chat
         self.registry = VersionRegistry(self.run_dir / "versions")
@@ -176,7 +177,8 @@ class AdapterRounds(RoundBook):
         call_envs(self.eval_env, SET_FEEDBACK_STATE, state.masked(False))
         evaluation = Evaluation(success, unguided, mean_return, mean_length)
         append_curve(
-            self.run_dir / "curve.csv", evaluation.curve_row(timesteps, round_, state.phase)
+            self.run_dir / "curve.csv",
+            evaluation.curve_row(timesteps, round_, state.phase, seconds=self.seconds),
         )
         self._add_version(round_ - 1, evaluation)
         return evaluation
@@ -457,7 +459,7 @@ def train_llm_run(
     return closed
 
 
-def _played_by_the_book(observation: Any) -> int:
+def _played_by_the_book(observations: list[Any]) -> list[int]:
     """No policy of observations: :class:`AdapterRounds` plays its validations with the model."""
     raise NotImplementedError("the LLM trainer's validations play chats")
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from feedbackgym.config import FeedbackConfig
 from feedbackgym.errors import DependencyNotInstalled
 from feedbackgym.training.common.device import resolve_device
@@ -32,7 +34,7 @@ from feedbackgym.training.common.run_settings import (
     open_store,
     prepare_run_dir,
 )
-from feedbackgym.training.common.validation import Policy
+from feedbackgym.training.common.validation import Policy, validation_envs
 from feedbackgym.training.workers.env_groups import steps_slowly
 from feedbackgym.wrappers.stack import make
 
@@ -117,11 +119,12 @@ class _RoundCallback(BaseCallback):
 
 
 def _sampled_policy(model: BaseAlgorithm) -> Policy:
-    """The model's policy for validation: one observation to one action, sampled."""
+    """The model's policy for validation: the envs' observations, batched, to actions, sampled."""
 
-    def policy(obs: Any) -> int:
-        action, _ = model.predict(obs, deterministic=False)
-        return int(action)
+    def policy(observations: list[Any]) -> list[int]:
+        batch = {key: np.stack([obs[key] for obs in observations]) for key in observations[0]}
+        actions, _ = model.predict(batch, deterministic=False)
+        return [int(action) for action in actions]
 
     return policy
 
@@ -179,7 +182,8 @@ def train_sb3_run(
     controller = config.controller()
     feedback = controller.config  # the stack as it starts; edits reach it through the controller
     store = open_store(config)
-    venv = eval_env = None
+    venv = None
+    eval_envs: list[Any] = []
     try:
         venv = _make_vec_env(
             config, feedback, store, seed=config.seed + max(first_round, 0) * config.n_envs
@@ -196,7 +200,8 @@ def train_sb3_run(
                 "MultiInputPolicy",
                 venv,
                 n_steps=config.n_steps,
-                batch_size=min(256, config.n_steps * config.n_envs),
+                batch_size=min(config.batch_size, config.n_steps * config.n_envs),
+                n_epochs=config.n_epochs,
                 learning_rate=LinearDecay(config.learning_rate)
                 if config.anneal_lr
                 else config.learning_rate,
@@ -215,11 +220,12 @@ def train_sb3_run(
                     clone_expert(model.policy, expert_env, config.bc_episodes, seed=config.seed)
                 finally:
                     expert_env.close()
-        eval_env = config.make_env(feedback)
-        controller.attach(eval_env)
+        eval_envs = [config.make_env(feedback) for _ in range(validation_envs(config))]
+        for env in eval_envs:
+            controller.attach(env)
         if "controller" in state:  # resumed: the switch, the trend and the alert as they were
             controller.load_state_dict(state["controller"])
-        book = RoundBook(config, controller, eval_env, suffix=".zip", progress=progress)
+        book = RoundBook(config, controller, eval_envs, suffix=".zip", progress=progress)
         callbacks = feedback_callbacks(
             controller,
             review_credit=config.review_credit,
@@ -241,7 +247,7 @@ def train_sb3_run(
                 tb_log_name=f"{config.arm}_seed{config.seed}",
             )
     finally:
-        closed = close_run(config, controller, [venv, eval_env], store)
+        closed = close_run(config, controller, [venv, *eval_envs], store)
     return closed
 
 

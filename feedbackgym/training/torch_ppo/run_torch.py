@@ -27,6 +27,7 @@ from feedbackgym.training.common.run_settings import (
     prepare_run_dir,
 )
 from feedbackgym.training.common.system_metrics import SystemMonitor
+from feedbackgym.training.common.validation import validation_envs
 from feedbackgym.training.torch_ppo.ppo import (
     Agent,
     Learner,
@@ -46,14 +47,9 @@ except ImportError as error:
 
 __all__ = ["ppo_config", "rollback", "train_torch_run"]
 
-SB3_BATCH, SB3_EPOCHS = 256, 10
-"""The SB3 path's minibatch and epochs: a run takes as many gradient steps per sample with
-either trainer (the bare loop's defaults, CleanRL's 4 epochs of 4 minibatches, take fewer,
-and learned slower per step on OpsIncident medium)."""
-
 
 def ppo_config(config: RunConfig) -> PPOConfig:
-    """The torch trainer's settings for a run: the SB3 path's update, the run's budget and feedback.
+    """The torch trainer's settings for a run: its update, budget and feedback.
 
     Raises:
         ValueError: ``net_arch`` is not two layers of one width (the torch agent's shape).
@@ -74,8 +70,8 @@ def ppo_config(config: RunConfig) -> PPOConfig:
         overlap_update=config.overlap_update,
         learning_rate=config.learning_rate,
         anneal_lr=config.anneal_lr,
-        num_minibatches=max(1, config.n_envs * config.n_steps // SB3_BATCH),
-        update_epochs=SB3_EPOCHS,
+        num_minibatches=max(1, config.n_envs * config.n_steps // config.batch_size),
+        update_epochs=config.n_epochs,
         update_threads=1,  # one core a run, as SB3 runs take: compare runs them side by side
         ent_coef=config.ent_coef,
         hidden=arch[0],
@@ -114,19 +110,24 @@ def train_torch_run(
     torch.manual_seed(config.seed + first_round)  # a resumed run does not redraw round 0's
     controller = config.controller()
     store = open_store(config)
-    envs = eval_env = writer = learner = None
+    envs = writer = learner = None
+    eval_envs: list[TrainerView] = []
     try:
         envs = make_vector_env(ppo, controller.config, record=store)
         learner = Learner(ppo, envs, controller.config.shaping.gamma, device)
         text_length = ppo.text_length if ppo.use_text else 0
-        eval_env = TrainerView(config.make_env(controller.config), text_length)
-        book = RoundBook(config, controller, eval_env, suffix=".pt", progress=progress)
+        eval_envs = [
+            TrainerView(config.make_env(controller.config), text_length)
+            for _ in range(validation_envs(config))
+        ]
+        book = RoundBook(config, controller, eval_envs, suffix=".pt", progress=progress)
         if first_round > 0:
             learner.load_state_dict(torch.load(book.checkpoint(first_round - 1), weights_only=True))
         elif config.bc_episodes:
             clone_into(learner.agent, ppo, controller.config, device)
         controller.attach(envs)
-        controller.attach(eval_env)
+        for env in eval_envs:
+            controller.attach(env)
         if "controller" in state:  # resumed: the switch, the trend and the alert as they were
             controller.load_state_dict(state["controller"])
         pending = state.get("pending_report")
@@ -137,7 +138,7 @@ def train_torch_run(
         )
         _train_rounds(config, ppo, learner, controller, book, writer, first_round, device)
     finally:
-        closed = close_run(config, controller, [learner, envs, eval_env, writer], store)
+        closed = close_run(config, controller, [learner, envs, *eval_envs, writer], store)
     return closed
 
 
@@ -168,10 +169,10 @@ def _train_rounds(
     learner.reset(config.seed + first_round * config.n_envs)
     agent = learner.agent
 
-    def policy(obs: Any) -> int:
+    def policy(observations: list[Any]) -> list[int]:
         with torch.inference_mode():
-            action, *_ = agent.act(torch.as_tensor(obs, device=device).unsqueeze(0))
-        return int(action.item())
+            actions, *_ = agent.act(torch.as_tensor(np.stack(observations), device=device))
+        return [int(action) for action in actions.tolist()]
 
     if first_round == 0 and config.bc_episodes:
         book.validate_clone(policy)

@@ -1,0 +1,185 @@
+r"""Time to a result through ``compare``: wall-clock and env steps to 50% and 80% success.
+
+In one run on one machine, one ``feedbackgym compare`` command after another
+(the path users take: a subprocess, validations and the report included):
+
+* the shaping arm on OpsIncident hard (``--gamma 0.995 --time-limit-terminal``)
+  with the torch trainer's defaults, with ``--preset sb3`` (SB3's update, the
+  torch trainer), and with ``--trainer sb3``, ``--seeds`` seeds each, one run at
+  a time: env steps and seconds to 50% and 80% validation success (IQM over the
+  seeds, from each run's ``curve.csv``; ``≥`` where a run never got there, counted
+  at its end), and final success (IQM [95% CI]);
+* throughput: the 131,072-step command ``compare --env feedbackgym/OpsIncidentHard-v0
+  --arms guide-then-review --seeds 1 --steps 131072 --jobs 1 --trainer torch``
+  (the whole command's steps/s, validations included) beside the bare loop's
+  (``python -m feedbackgym.training.torch_ppo.ppo``, same env and arm) and the
+  stack's own stepping rate with random actions, measured in the same run.
+
+``--sb3-steps`` caps the SB3 runs (they are the slowest); a capped run that did
+not get to a threshold is counted at its end (``≥``). Outputs go under
+``--out``; ``--resume`` goes on from the runs there (the timings of a resumed
+run add its sessions).
+
+Example:
+    python benchmarks/time_to_result.py --seeds 5 --out runs/time-to-result --resume
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import feedbackgym
+from feedbackgym.config import FeedbackConfig
+from feedbackgym.training.common.arms import arm_config
+from feedbackgym.training.common.run_files import read_curve
+from feedbackgym.training.experiments.stats import bootstrap_ci, iqm, steps_to
+
+ENV_ID = "feedbackgym/OpsIncidentHard-v0"
+SETUPS = {
+    "torch, default": [],
+    "torch, --preset sb3": ["--preset", "sb3"],
+    "--trainer sb3": ["--trainer", "sb3"],
+}
+"""The ``compare`` commands timed, by name: their flags beyond the common ones."""
+THROUGHPUT_STEPS = 131_072
+
+
+def compare(out: Path, flags: list[str], *, resume: bool) -> float:
+    """Runs one ``feedbackgym compare`` command; returns its wall-clock seconds."""
+    command = [sys.executable, "-m", "feedbackgym.cli", "compare", "--out", str(out), *flags]
+    if resume:
+        command.append("--resume")
+    start = time.perf_counter()
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def to_result(out: Path) -> dict[str, Any]:
+    """Steps and seconds to 50% / 80% (IQM over the runs), and final success, from the curves."""
+    curves = [read_curve(run) for run in sorted((out / "runs").iterdir())]
+    row: dict[str, Any] = {"runs": len(curves)}
+    for percent in (50, 80):
+        steps, seconds, reached = [], [], 0
+        for curve in curves:
+            at, censored = steps_to(curve, percent / 100)
+            reached += not censored
+            steps.append(at)
+            seconds.append(float(np.interp(at, curve["step"], curve["seconds"])))
+        row[f"steps_{percent}"] = iqm(steps)
+        row[f"seconds_{percent}"] = iqm(seconds)
+        row[f"reached_{percent}"] = reached
+    finals = [float(curve["success"][-1]) for curve in curves]
+    row["final"] = iqm(finals)
+    row["final_ci"] = bootstrap_ci(finals, "iqm")
+    return row
+
+
+def stack_rate(steps: int) -> float:
+    """Steps/s of the guide-then-review stack alone, random actions, resets as episodes end."""
+    env = feedbackgym.make(ENV_ID, arm_config("guide-then-review", FeedbackConfig(), 64))
+    env.action_space.seed(0)
+    env.reset(seed=0)
+    start = time.perf_counter()
+    for _ in range(steps):
+        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        if terminated or truncated:
+            env.reset()
+    rate = steps / (time.perf_counter() - start)
+    env.close()
+    return rate
+
+
+def bare_loop_rate(steps: int) -> float:
+    """Steps/s of ``python -m feedbackgym.training.torch_ppo.ppo`` (the whole command)."""
+    command = [
+        sys.executable,
+        "-m",
+        "feedbackgym.training.torch_ppo.ppo",
+        "--env",
+        ENV_ID,
+        "--arm",
+        "guide-then-review",
+        "--total-timesteps",
+        str(steps),
+    ]
+    start = time.perf_counter()
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    return steps / (time.perf_counter() - start)
+
+
+def _mark(row: dict[str, Any], percent: int) -> str:
+    """``≥`` where some run never got to ``percent``."""
+    return "" if row[f"reached_{percent}"] == row["runs"] else "≥ "
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=2_000_000, help="budget of the torch runs")
+    parser.add_argument("--sb3-steps", type=int, default=500_000, help="budget of the SB3 runs")
+    parser.add_argument("--setups", default=",".join(SETUPS), help="comma-separated")
+    parser.add_argument("--out", default="runs/time-to-result")
+    parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--skip-throughput", action="store_true")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    results: dict[str, Any] = {}
+    for name in args.setups.split(","):
+        steps = (
+            args.sb3_steps if "sb3" in SETUPS[name] and "--trainer" in SETUPS[name] else args.steps
+        )
+        flags = [
+            *("--env", ENV_ID, "--arms", "shaping", "--seeds", str(args.seeds)),
+            *("--steps", str(steps), "--jobs", "1", "--gamma", "0.995", "--time-limit-terminal"),
+            *SETUPS[name],
+        ]
+        folder = out / name.replace(" ", "").replace(",", "-").replace("--", "")
+        seconds = compare(folder, flags, resume=args.resume)
+        results[name] = {**to_result(folder), "command_seconds": seconds, "steps": steps}
+        print(name, json.dumps(results[name]), flush=True)
+    if not args.skip_throughput:
+        stack = stack_rate(THROUGHPUT_STEPS // 4)
+        flags = [
+            *("--env", ENV_ID, "--arms", "guide-then-review", "--seeds", "1"),
+            *("--steps", str(THROUGHPUT_STEPS), "--jobs", "1", "--trainer", "torch"),
+        ]
+        command = THROUGHPUT_STEPS / compare(out / "throughput", flags, resume=False)
+        bare = bare_loop_rate(THROUGHPUT_STEPS)
+        results["throughput"] = {"stack": stack, "compare": command, "bare_loop": bare}
+    (out / "results.json").write_text(json.dumps(results, indent=2))
+    print(f"\n{ENV_ID}, shaping, --gamma 0.995 --time-limit-terminal, {args.seeds} seeds, 2 cores")
+    print("| setup | steps | to 50%: steps | s | to 80%: steps | s | final success |")
+    print("|---|---|---|---|---|---|---|")
+    for name, row in results.items():
+        if name == "throughput":
+            continue
+        low, high = row["final_ci"]
+        print(
+            f"| {name} | {row['steps']:,} | {_mark(row, 50)}{row['steps_50']:,.0f} "
+            f"| {_mark(row, 50)}{row['seconds_50']:.0f} | {_mark(row, 80)}{row['steps_80']:,.0f} "
+            f"| {_mark(row, 80)}{row['seconds_80']:.0f} "
+            f"| {row['final']:.0%} [{low:.0%}, {high:.0%}] |"
+        )
+    if "throughput" in results:
+        rates = results["throughput"]
+        print(f"\nthroughput, {THROUGHPUT_STEPS:,} steps, guide-then-review on {ENV_ID}:")
+        print("| what | steps/s | x stack |")
+        print("|---|---|---|")
+        for name, key in (
+            ("stack, random actions", "stack"),
+            ("compare (whole command)", "compare"),
+            ("bare loop (whole command)", "bare_loop"),
+        ):
+            print(f"| {name} | {rates[key]:,.0f} | {rates[key] / rates['stack']:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
