@@ -50,6 +50,20 @@ CANDIDATES: dict[str, dict[str, Any]] = {
         "batch_size": 1024,
         "learning_rate": 1e-3,
     },
+    "16x128-e4-b512-lr2e-3": {
+        "n_envs": 16,
+        "n_steps": 128,
+        "n_epochs": 4,
+        "batch_size": 512,
+        "learning_rate": 2e-3,
+    },
+    "16x64-e4-b256-lr1e-3": {
+        "n_envs": 16,
+        "n_steps": 64,
+        "n_epochs": 4,
+        "batch_size": 256,
+        "learning_rate": 1e-3,
+    },
     "8x128-e4-b256-lr1e-3": {
         "n_envs": 8,
         "n_steps": 128,

@@ -118,7 +118,7 @@ def test_no_review_credit_reaches_every_run_of_a_comparison_and_a_single_run(tmp
     from feedbackgym.cli.compare import _comparison_config
 
     base = ["compare", "--env", "feedbackgym/OpsIncidentEasy-v0", "--arms", "guide-then-review"]
-    base += ["--seeds", "2", "--steps", "1024", "--out", str(tmp_path)]
+    base += ["--seeds", "2", "--steps", "2048", "--out", str(tmp_path)]
     ablated = _comparison_config(_parser().parse_args([*base, "--no-review-credit"]))
     assert [run.review_credit for run in ablated.run_configs()] == [False, False]
     default = _comparison_config(_parser().parse_args(base))

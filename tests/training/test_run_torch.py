@@ -184,7 +184,7 @@ def test_a_torch_run_refuses_a_network_it_cannot_build(tmp_path):
 
 def test_the_train_command_runs_the_torch_trainer(tmp_path):
     out = tmp_path / "cli"
-    args = ["train", "--env", "feedbackgym/OpsIncidentEasy-v0", "--steps", "1024"]
+    args = ["train", "--env", "feedbackgym/OpsIncidentEasy-v0", "--steps", "1024", "--n-envs", "4"]
     args += ["--trainer", "torch", "--device", "cpu", "--env-workers", "1", "--overlap-update"]
     args += ["--out", str(out), "--gamma", "0.95"]
     validation = ["--eval-episodes", "3", "--eval-every", "2"]

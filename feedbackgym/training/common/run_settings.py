@@ -50,6 +50,7 @@ RESUMABLE_CHANGES = frozenset(
         "out_dir",
         "device",
         "env_workers",
+        "update_threads",
         "subprocess",
         "env_backend",
         "env_actor_cpus",
@@ -113,6 +114,10 @@ class RunConfig(ArmFeedback):
         overlap_update: The torch trainer trains each round in an update worker
             process while the next round is collected with the weights before that
             update (:class:`~feedbackgym.training.torch_ppo.update_worker.UpdateWorker`).
+        update_threads: The torch trainer's torch threads for its update (the
+            envs wait meanwhile); ``compare`` gives each run its share of the
+            machine's cores. More threads than free cores slow runs side by
+            side down many times over.
         env_backend: Where the training envs live: ``"processes"`` (this
             machine, as ``subprocess`` and ``env_workers`` say) or ``"ray"``:
             in Ray actors of ``env_actor_cpus`` CPUs each, spread over the
@@ -157,6 +162,7 @@ class RunConfig(ArmFeedback):
     device: str = "auto"
     env_workers: int = 0
     overlap_update: bool = False
+    update_threads: int = 1
     env_backend: str = "processes"
     env_actor_cpus: float = 1.0
     record: bool = False

@@ -52,7 +52,7 @@ class UpdatePreset:
 
 
 UPDATE_PRESETS: dict[str, UpdatePreset] = {
-    "fast": UpdatePreset(n_envs=16, n_steps=128, n_epochs=4, batch_size=512, learning_rate=3e-4),
+    "fast": UpdatePreset(n_envs=16, n_steps=128, n_epochs=4, batch_size=512, learning_rate=1e-3),
     "sb3": UpdatePreset(n_envs=8, n_steps=128, n_epochs=10, batch_size=256, learning_rate=3e-4),
 }
 """The presets by name."""

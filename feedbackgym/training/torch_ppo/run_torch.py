@@ -72,7 +72,7 @@ def ppo_config(config: RunConfig) -> PPOConfig:
         anneal_lr=config.anneal_lr,
         num_minibatches=max(1, config.n_envs * config.n_steps // config.batch_size),
         update_epochs=config.n_epochs,
-        update_threads=1,  # one core a run, as SB3 runs take: compare runs them side by side
+        update_threads=config.update_threads,
         ent_coef=config.ent_coef,
         hidden=arch[0],
         review_credit=config.review_credit,
