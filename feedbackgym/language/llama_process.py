@@ -166,6 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--context", type=int, default=2048, help="context size in tokens")
     parser.add_argument("--threads", type=int, default=max(1, (os.cpu_count() or 2) // 2))
     parser.add_argument("--chat-template", choices=CHAT_TEMPLATES, default=None)
+    parser.add_argument("--lora", default=None, help="a LoRA adapter (GGUF) to apply")
     parser.add_argument("--orphan-ok", action="store_true", help="keep serving if the parent ends")
     args = parser.parse_args(argv)
     if not args.orphan_ok:
@@ -188,6 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 n_threads=args.threads,
                 n_threads_batch=args.threads,
                 chat_format=chat_format,
+                lora_path=args.lora,
                 # The server's default (True) computes the 262,144-way output layer for every
                 # prompt token, and keeps it: 2 GB at 2048 tokens, prompts 3-4 times slower.
                 # Without it, replies carry no logprobs.

@@ -147,6 +147,20 @@ def test_the_loss_falls_on_a_fixed_batch(chat, window):
     assert losses[-1] < 0.5 * losses[0], losses
 
 
+def test_the_loss_is_the_models_own_over_the_labels_with_logits_only_where_they_count(chat, window):
+    from feedbackgym.training.llm.sft import batch_loss
+
+    (sequence,) = training_sequences(
+        list(expert_chats(ENV, 1, env_kwargs={"max_episode_steps": 3})), chat.encode, window=window
+    )
+    with torch.no_grad():
+        loss, _ = batch_loss(chat, [sequence])
+        full = chat.model(
+            input_ids=torch.tensor([sequence.input_ids]), labels=torch.tensor([sequence.labels])
+        ).loss
+    assert loss.item() == pytest.approx(full.item(), rel=1e-5)
+
+
 def _sft(model, out, *more):
     args = ["sft", "--env", ENV, "--model", str(model), "--out", str(out)]
     args += [] if "--chats" in more else ["--demos", "2"]

@@ -59,6 +59,7 @@ from feedbackgym.training.llm.causal_lm import (
 )
 from feedbackgym.training.llm.run_llm import tensorboard_dir
 from feedbackgym.training.llm.sft_data import (
+    IGNORE,
     TokenizerCounter,
     TrainingSequence,
     expert_chats,
@@ -177,16 +178,23 @@ def sft_window(config: SFTConfig, tokenizer: Any) -> PromptWindow:
 def batch_loss(chat: ChatModel, batch: Sequence[TrainingSequence]) -> tuple[Any, int]:
     """The mean loss over the batch's labelled tokens, and how many tokens it computed.
 
-    Each sequence runs alone (no padding); its mean loss is weighted by its
-    labelled tokens, so every labelled token of the batch counts the same.
+    Each sequence runs alone (no padding), the output layer only at the
+    positions that predict a labelled token (``logits_to_keep``): Gemma's
+    262,144-way output at every one of a 2,000-token prompt's positions would
+    cost more than the rest of the model, for the 1% of tokens that carry loss.
+    Every labelled token of the batch counts the same.
     """
     labelled = sum(s.label_tokens for s in batch)
     total = torch.zeros((), device=chat.device)
     for sequence in batch:
+        targets = [(j - 1, label) for j, label in enumerate(sequence.labels) if label != IGNORE]
         ids = torch.tensor([sequence.input_ids], device=chat.device)
-        labels = torch.tensor([sequence.labels], device=chat.device)
-        loss = chat.model(input_ids=ids, labels=labels).loss
-        total = total + loss * (sequence.label_tokens / max(labelled, 1))
+        keep = torch.tensor([position for position, _ in targets], device=chat.device)
+        logits = chat.model(input_ids=ids, logits_to_keep=keep, use_cache=False).logits[0]
+        wanted = torch.tensor([label for _, label in targets], device=chat.device)
+        total = total + torch.nn.functional.cross_entropy(
+            logits.float(), wanted, reduction="sum"
+        ) / max(labelled, 1)
     return total, sum(len(s.input_ids) for s in batch)
 
 
