@@ -74,11 +74,10 @@ def test_each_steps_prompt_is_the_one_the_agent_sent_and_its_tokens_are_the_sequ
     assert window.trims > 0  # the window dropped steps: the prompts are not the whole chat
     sequences = training_sequences(chats, chat.encode, window=window)
     assert len(sequences) > len(chats)  # a sequence starts where the window dropped steps
-    stop = chat.tokenizer.convert_tokens_to_ids("<end_of_turn>")
     for messages in chats:  # each reply's tokens follow exactly its prompt's, in a sequence
         for prompt, reply in step_prompts(messages, window):
             prompt_ids = chat.encode(render_chat(prompt))
-            answer = [*chat.encode(reply), stop]
+            answer = chat.encode(reply)
             assert any(
                 s.input_ids[: len(prompt_ids)] == prompt_ids
                 and s.labels[len(prompt_ids) : len(prompt_ids) + len(answer)] == answer
@@ -86,7 +85,7 @@ def test_each_steps_prompt_is_the_one_the_agent_sent_and_its_tokens_are_the_sequ
             ), reply
 
 
-def test_only_the_replies_and_their_end_of_turn_carry_loss(chat, window):
+def test_only_the_replies_action_tokens_carry_loss(chat, window):
     chats = list(expert_chats(ENV, 2, window=window, env_kwargs=STEPS))
     sequences = training_sequences(chats, chat.encode, window=window)
     replies = [m["content"] for messages in chats for m in messages if m["role"] == "assistant"]
@@ -101,8 +100,7 @@ def test_only_the_replies_and_their_end_of_turn_carry_loss(chat, window):
                 labelled.append(span)
                 span = []
         labelled += [span] if span else []
-    stop = chat.tokenizer.convert_tokens_to_ids("<end_of_turn>")
-    assert labelled == [[*chat.encode(reply), stop] for reply in replies]
+    assert labelled == [chat.encode(reply) for reply in replies]
     assert sum(s.label_tokens for s in sequences) < sum(len(s.input_ids) for s in sequences) / 10
 
 

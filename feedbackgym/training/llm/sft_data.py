@@ -16,7 +16,9 @@ and tokenized as the server tokenizes it.
 Consecutive steps whose prompts grow by the reply and the next turn (the
 window dropped nothing in between) share one sequence: the last prompt with
 each earlier reply inside it. A sequence's labels are ``-100`` everywhere
-but on each reply's tokens and the end of turn that follows it. Where the
+but on each reply's action tokens: the server ends a reply itself once a
+whole action is spelled (the choice mask), so the end of turn is not
+trained on, as the LLM trainer leaves out forced tokens. Where the
 window drops steps, or a prompt's tokens are not the previous sequence's
 continued (a token spanning a boundary), a new sequence starts: every
 labelled token sees exactly the tokens the agent's prompt would give it.
@@ -244,18 +246,8 @@ def training_sequences(
         template: The server's chat template.
     """
     sequences: list[TrainingSequence] = []
-
-    def end_turn(sequence: TrainingSequence, prompt: list[dict[str, str]], reply: str) -> None:
-        """Labels the end of turn after ``sequence``'s last reply (the chat's next token)."""
-        answered = encode(render_chat([*prompt, {"role": "assistant", "content": reply}], template))
-        size = len(sequence.input_ids)
-        if answered[:size] == sequence.input_ids and len(answered) > size:
-            sequence.input_ids.append(answered[size])
-            sequence.labels.append(answered[size])
-
     for messages in chats:
         current: TrainingSequence | None = None
-        before: tuple[list[dict[str, str]], str] = ([], "")
         text = ""
         for prompt, reply in step_prompts(messages, window):
             prompt_text = render_chat(prompt, template)
@@ -263,16 +255,12 @@ def training_sequences(
             gap = encode(prompt_text[len(text) :]) if prompt_text.startswith(text) else []
             if current is not None and gap and current.input_ids + gap == ids:
                 current.input_ids += gap
-                current.labels += [gap[0], *[IGNORE] * (len(gap) - 1)]  # the end of turn
+                current.labels += [IGNORE] * len(gap)
             else:
-                if current is not None:
-                    end_turn(current, *before)
                 current = TrainingSequence(list(ids), [IGNORE] * len(ids))
                 sequences.append(current)
             answer = encode(reply)
             current.input_ids += answer
             current.labels += answer
-            text, before = prompt_text + reply, (prompt, reply)
-        if current is not None:
-            end_turn(current, *before)
+            text = prompt_text + reply
     return sequences
