@@ -222,3 +222,8 @@ def test_a_file_that_is_not_transcripts_is_a_clear_error(tmp_path):
     bad.write_text("not json\n")
     with pytest.raises(ConfigError, match="not an export-chat record"):
         read_chats(bad)
+
+
+def test_expert_seeds_never_reach_the_held_out_ones():
+    with pytest.raises(ValueError, match="10000000 is one"):
+        next(expert_chats(ENV, 2, seed=9_999_999))

@@ -173,7 +173,11 @@ def expert_chats(
 
     env: gym.Env[Any, Any] = gym.make(env_id, **{"obs_mode": "text", **(env_kwargs or {})})
     try:
-        clash = set(range(seed, seed + episodes)) & set(held_out_seeds(env))
+        try:
+            held = set(held_out_seeds(env))
+        except ValueError:  # an env without held-out seeds
+            held = set()
+        clash = set(range(seed, seed + episodes)) & held
         if clash:
             raise ValueError(f"expert seeds must avoid the held-out seeds, {min(clash)} is one")
         env = hinted = AddGuide(
