@@ -13,7 +13,8 @@ packaged model (or ``--model-file``) and stops it when it ends
 (:class:`~feedbackgym.language.model_server.ModelServer`). Its first line
 names the model. ``--adapter`` applies a LoRA adapter to the local model: a
 PEFT folder (``feedbackgym sft``'s ``RUN/adapter``, converted to llama.cpp's
-GGUF form on first use and kept beside it) or a ``.gguf`` LoRA file. Episodes go to a trajectory store (``--out``, default
+GGUF form on first use and kept beside it) or a ``.gguf`` LoRA file.
+Episodes go to a trajectory store (``--out``, default
 ``$FEEDBACKGYM_DATASETS_PATH/<id>-agent``); ``feedbackgym datasets
 export-chat`` writes them as chats. ``--feedback llm`` asks the same server
 and model for the hints and reviews (:mod:`feedbackgym.feedback.llm`), with
