@@ -220,6 +220,10 @@ def test_the_agent_plays_the_packaged_model_with_a_warmed_up_adapter(tmp_path):
         all(importlib.util.find_spec(m) for m in ("peft", "transformers", "gguf")),
         "the llm-train extra (peft, transformers, gguf)",
     )
+    require(
+        importlib.util.find_spec("feedbackgym.language.lora_gguf") is not None,
+        "the PEFT-to-GGUF LoRA exporter (feedbackgym.language.lora_gguf)",
+    )
     run = tmp_path / "sft"
     sft = subprocess.run(
         [sys.executable, "-m", "feedbackgym", "sft", "--env", ENV, "--demos", "1", "--batch", "1",
