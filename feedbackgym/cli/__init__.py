@@ -10,6 +10,7 @@ Usage::
     feedbackgym report --out DIR SRC [SRC ...]
     feedbackgym train --env ID --steps N [--arm ARM] [--trainer sb3|torch] [--out DIR]
     feedbackgym train-llm --env ID --rounds N [--arm ARM] [--model packaged|PATH] [--out DIR]
+    feedbackgym sft --env ID [--demos N | --chats FILE] [--model packaged|PATH] [--out DIR]
     feedbackgym versions RUN_DIR [--promote N | --canary N --share S | --rollback [N]]
     feedbackgym serve-feedback [--address tcp://127.0.0.1:5557]
     feedbackgym agent --env ID [--model-file PATH | --base-url URL [--model NAME]] [--episodes N]
@@ -21,7 +22,7 @@ Usage::
 
 One module per command group adds its commands (``play``: ``envs``, ``play``
 and ``demo``; ``compare``; ``report``; ``train``; ``train_llm``: ``train-llm``,
-``versions``; ``serve``: ``serve-feedback``; ``agent``; ``serve_model``: ``serve-model``;
+``sft``, ``versions``; ``serve``: ``serve-feedback``; ``agent``; ``serve_model``: ``serve-model``;
 ``sandbox``; ``datasets``; ``doctor``); ``_helpers`` and ``_runs`` hold what they share.
 Each command loads what it runs (the baselines, h5py, ZeroMQ) only when it runs.
 

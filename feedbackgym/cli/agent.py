@@ -2,7 +2,7 @@
 
 Usage::
 
-    feedbackgym agent --env ID [--model-file PATH | --base-url URL [--model NAME]]
+    feedbackgym agent --env ID [--model-file PATH | --base-url URL [--model NAME]] [--adapter PATH]
         [--episodes N] [--attempts K] [--arm ARM] [--seed S] [--out PATH] [--round NAME]
         [--feedback builtin|llm] [--memory K] [--retries R] [--timeout SECONDS]
         [--context TOKENS] [--threads N] [--constrain grammar|json|none] [--max-errors N]
@@ -11,7 +11,10 @@ Usage::
 Without ``--base-url`` it starts a local llama.cpp server on loopback for the
 packaged model (or ``--model-file``) and stops it when it ends
 (:class:`~feedbackgym.language.model_server.ModelServer`). Its first line
-names the model. Episodes go to a trajectory store (``--out``, default
+names the model. ``--adapter`` applies a LoRA adapter to the local model: a
+PEFT folder (``feedbackgym sft``'s ``RUN/adapter``, converted to llama.cpp's
+GGUF form on first use and kept beside it) or a ``.gguf`` LoRA file.
+Episodes go to a trajectory store (``--out``, default
 ``$FEEDBACKGYM_DATASETS_PATH/<id>-agent``); ``feedbackgym datasets
 export-chat`` writes them as chats. ``--feedback llm`` asks the same server
 and model for the hints and reviews (:mod:`feedbackgym.feedback.llm`), with
@@ -65,6 +68,13 @@ def add_commands(commands: Any) -> None:
     )
     agent.add_argument(
         "--model", metavar="NAME", help="the model name (default: the server's first model)"
+    )
+    agent.add_argument(
+        "--adapter",
+        type=Path,
+        metavar="PATH",
+        help="a LoRA adapter for the local model: a PEFT folder (feedbackgym sft's RUN/adapter, "
+        "converted on first use) or a .gguf LoRA file",
     )
     agent.add_argument("--episodes", type=positive_int, default=5, help="seeds to play")
     agent.add_argument(
@@ -152,14 +162,18 @@ def _cmd_agent(args: argparse.Namespace) -> int:
     from feedbackgym.language.model_server import (
         DEFAULT_CONTEXT,
         ModelServer,
+        served_adapter,
         sigterm_as_interrupt,
     )
 
     make_env(args.env, {}).close()  # an unknown id: one line, with close ids
     if args.base_url is not None:
+        if args.adapter is not None:
+            raise CommandError("--adapter applies to the local model server, not to --base-url")
         return _play(args, None, args.base_url, args.context)
     context = args.context or DEFAULT_CONTEXT
-    server = ModelServer(args.model_file, context=context, threads=args.threads)
+    lora = served_adapter(args.adapter) if args.adapter is not None else None
+    server = ModelServer(args.model_file, context=context, threads=args.threads, lora=lora)
     try:
         with sigterm_as_interrupt(), server:  # stopped on an error and Ctrl-C too
             print(server.describe(), flush=True)

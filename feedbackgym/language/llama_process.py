@@ -30,7 +30,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from typing import Any
 
@@ -39,12 +39,63 @@ from feedbackgym.errors import DependencyNotInstalled
 from feedbackgym.feedback.llm import choices_of_grammar
 from feedbackgym.language.choice_mask import ChoiceMask
 
-__all__ = ["CHAT_TEMPLATES", "main", "mask_choice_grammars", "register_chat_template"]
+__all__ = [
+    "CHAT_TEMPLATES",
+    "main",
+    "mask_choice_grammars",
+    "register_chat_template",
+    "render_chat",
+]
 
 CHAT_TEMPLATES = ("gemma",)
 """The chat templates shipped in ``feedbackgym/language/prompts/`` (``NAME.jinja``)."""
 _TEMPLATE_TOKENS = {"gemma": ("<bos>", "<end_of_turn>")}
 """Each template's BOS text and its end of a turn (where a reply stops)."""
+
+
+def _template(name: str) -> str:
+    """The shipped template ``name``'s text.
+
+    Raises:
+        ValueError: No template has that name.
+    """
+    if name not in CHAT_TEMPLATES:
+        raise ValueError(f"no chat template {name!r} (known: {', '.join(CHAT_TEMPLATES)})")
+    return resources.files("feedbackgym.language").joinpath(f"prompts/{name}.jinja").read_text()
+
+
+def render_chat(messages: Sequence[Mapping[str, str]], name: str = "gemma") -> str:
+    """The prompt text the server makes of ``messages`` with the shipped template ``name``.
+
+    Rendered as llama-cpp-python's ``Jinja2ChatFormatter`` renders it (a sandboxed
+    Jinja2 environment with ``trim_blocks`` and ``lstrip_blocks``, the generation
+    prompt added), without loading llama-cpp-python: the supervised warm-up
+    trains on the very text the agent's prompts become.
+
+    Raises:
+        ValueError: No template has that name.
+
+    Example:
+        >>> print(render_chat([{"role": "system", "content": "Act."},
+        ...                    {"role": "user", "content": "Alerts: none"}]), end="")
+        <bos><start_of_turn>user
+        Act.
+        <BLANKLINE>
+        Alerts: none<end_of_turn>
+        <start_of_turn>model
+    """
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    text = _template(name)
+    bos, end_of_turn = _TEMPLATE_TOKENS[name]
+    environment = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    template = environment.from_string(text)
+    return template.render(
+        messages=[dict(m) for m in messages],
+        bos_token=bos,
+        eos_token=end_of_turn,
+        add_generation_prompt=True,
+    )
 
 
 def register_chat_template(name: str) -> str:
@@ -54,13 +105,11 @@ def register_chat_template(name: str) -> str:
         DependencyNotInstalled: llama-cpp-python is not installed.
         ValueError: No template has that name.
     """
-    if name not in CHAT_TEMPLATES:
-        raise ValueError(f"no chat template {name!r} (known: {', '.join(CHAT_TEMPLATES)})")
+    text = _template(name)
     try:
         from llama_cpp import llama_chat_format
     except ImportError as error:
         raise DependencyNotInstalled.for_extra("llama-cpp-python", "llm") from error
-    text = resources.files("feedbackgym.language").joinpath(f"prompts/{name}.jinja").read_text()
     bos, end_of_turn = _TEMPLATE_TOKENS[name]
     formatter = llama_chat_format.Jinja2ChatFormatter(
         template=text, eos_token=end_of_turn, bos_token=bos
@@ -117,6 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--context", type=int, default=2048, help="context size in tokens")
     parser.add_argument("--threads", type=int, default=max(1, (os.cpu_count() or 2) // 2))
     parser.add_argument("--chat-template", choices=CHAT_TEMPLATES, default=None)
+    parser.add_argument("--lora", default=None, help="a LoRA adapter (GGUF) to apply")
     parser.add_argument("--orphan-ok", action="store_true", help="keep serving if the parent ends")
     args = parser.parse_args(argv)
     if not args.orphan_ok:
@@ -139,6 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 n_threads=args.threads,
                 n_threads_batch=args.threads,
                 chat_format=chat_format,
+                lora_path=args.lora,
                 # The server's default (True) computes the 262,144-way output layer for every
                 # prompt token, and keeps it: 2 GB at 2048 tokens, prompts 3-4 times slower.
                 # Without it, replies carry no logprobs.

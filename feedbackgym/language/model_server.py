@@ -48,6 +48,7 @@ __all__ = [
     "ModelServerError",
     "default_threads",
     "exit_reason",
+    "served_adapter",
     "sigterm_as_interrupt",
 ]
 
@@ -73,6 +74,37 @@ def default_threads() -> int:
 
 class ModelServerError(FeedbackGymError, RuntimeError):
     """The model server did not start, or died (the message says how, with its log's tail)."""
+
+
+def served_adapter(path: str | os.PathLike[str]) -> Path:
+    """The GGUF LoRA file llama.cpp loads for the adapter at ``path``.
+
+    A ``.gguf`` file is taken as it is. A PEFT adapter folder (``save_pretrained``'s:
+    ``adapter_config.json`` and ``adapter_model.safetensors``, such as ``feedbackgym
+    sft``'s ``adapter/``) is converted on first use by
+    :func:`~feedbackgym.language.lora_gguf.export_lora_gguf` into ``adapter.gguf``
+    beside its weights, and converted again only when the weights are newer.
+
+    Raises:
+        ConfigError: ``path`` is neither a ``.gguf`` file nor a PEFT adapter folder.
+    """
+    source = Path(path).expanduser()
+    if source.suffix == ".gguf":
+        if not source.is_file():
+            raise ConfigError(f"adapter {source}: no such GGUF file")
+        return source
+    weights = source / "adapter_model.safetensors"
+    if not ((source / "adapter_config.json").is_file() and weights.is_file()):
+        raise ConfigError(
+            f"adapter {source}: neither a .gguf LoRA file nor a PEFT adapter folder "
+            "(adapter_config.json and adapter_model.safetensors)"
+        )
+    target = source / "adapter.gguf"
+    if not target.is_file() or target.stat().st_mtime < weights.stat().st_mtime:
+        from feedbackgym.language.lora_gguf import export_lora_gguf
+
+        export_lora_gguf(source, target)
+    return target
 
 
 def exit_reason(returncode: int) -> str:
@@ -103,6 +135,8 @@ class ModelServer:
             :func:`default_threads`).
         chat_template: A shipped chat template (``"gemma"``), or ``None`` for the
             GGUF's own (default: ``"gemma"`` for the packaged model, else ``None``).
+        lora: A LoRA adapter in llama.cpp's GGUF form to apply to the model
+            (llama-cpp-python's ``lora_path``; see :func:`served_adapter`).
         startup_timeout_s: How long :meth:`start` waits for the server to answer.
         orphan_ok: Let the server outlive this process (``serve-model`` does not).
 
@@ -124,6 +158,7 @@ class ModelServer:
         context: int = DEFAULT_CONTEXT,
         threads: int | None = None,
         chat_template: str | None = "auto",
+        lora: str | os.PathLike[str] | None = None,
         startup_timeout_s: float = STARTUP_TIMEOUT_S,
         orphan_ok: bool = False,
     ) -> None:
@@ -140,6 +175,9 @@ class ModelServer:
         if chat_template == "auto":
             chat_template = "gemma" if self.model.packaged else None
         self.chat_template = chat_template
+        self.lora = Path(lora) if lora is not None else None
+        if self.lora is not None and not self.lora.is_file():
+            raise ConfigError(f"LoRA adapter {self.lora}: no such GGUF file")
         self.startup_timeout_s = startup_timeout_s
         self.orphan_ok = orphan_ok
         self.base_url = ""
@@ -163,7 +201,8 @@ class ModelServer:
     def describe(self) -> str:
         """The model and where it is served, in one line (the commands' first line)."""
         where = f"at {self.base_url} (pid {self.pid})" if self.base_url else "(not started)"
-        return f"model: {self.model}, served by llama.cpp {where}"
+        adapter = f" with the LoRA adapter {self.lora}" if self.lora is not None else ""
+        return f"model: {self.model}{adapter}, served by llama.cpp {where}"
 
     def exit_reason(self) -> str | None:
         """How the process ended, in words (``None``: not started, or still running)."""
@@ -204,6 +243,8 @@ class ModelServer:
         ]
         if self.chat_template:
             command += ["--chat-template", self.chat_template]
+        if self.lora is not None:
+            command += ["--lora", str(self.lora)]
         if self.orphan_ok:
             command.append("--orphan-ok")
         self._process = subprocess.Popen(

@@ -224,3 +224,19 @@ def test_a_long_episode_never_outgrows_the_context(url):
     (result,) = run_agent(ENV, client, episodes=1, retries=0, context=4096, memory=0)
     assert result.length > 60 and len(result.messages) == 1 + 2 * result.length  # all kept
     assert max(sizes) <= prompt_budget(4096) and len(set(sizes)) > 10
+
+
+def test_an_adapter_that_is_neither_gguf_nor_peft_is_a_clear_error(tmp_path):
+    from feedbackgym.cli import main
+    from feedbackgym.errors import ConfigError
+    from feedbackgym.language.model_server import served_adapter
+
+    with pytest.raises(ConfigError, match="neither a .gguf LoRA file nor a PEFT adapter folder"):
+        served_adapter(tmp_path)
+    with pytest.raises(ConfigError, match="no such GGUF file"):
+        served_adapter(tmp_path / "missing.gguf")
+    gguf = tmp_path / "lora.gguf"
+    gguf.write_bytes(b"GGUF")
+    assert served_adapter(gguf) == gguf  # taken as it is
+    args = ["agent", "--env", "feedbackgym/OpsIncidentEasy-v0", "--adapter", str(gguf)]
+    assert main([*args, "--base-url", "http://127.0.0.1:9/v1"]) == 2  # a local server's option

@@ -210,3 +210,41 @@ def test_the_llm_guide_on_the_packaged_model_answers_within_its_schema():
         request.progress.get(i) for i in hint.subgoal_ids
     )
     assert hint.text.startswith("Hint: first ")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_the_agent_plays_the_packaged_model_with_a_warmed_up_adapter(tmp_path):
+    """``feedbackgym sft`` on the real model, then ``agent --adapter`` on the real server."""
+    require(
+        all(importlib.util.find_spec(m) for m in ("peft", "transformers", "gguf")),
+        "the llm-train extra (peft, transformers, gguf)",
+    )
+    require(
+        importlib.util.find_spec("feedbackgym.language.lora_gguf") is not None,
+        "the PEFT-to-GGUF LoRA exporter (feedbackgym.language.lora_gguf)",
+    )
+    run = tmp_path / "sft"
+    sft = subprocess.run(
+        [sys.executable, "-m", "feedbackgym", "sft", "--env", ENV, "--demos", "1", "--batch", "1",
+         "--max-steps", "1", "--learning-rate", "1e-3", "--kwarg", "max_episode_steps=3",
+         "--out", str(run), "--device", "cpu"],
+        capture_output=True, text=True, cwd=ROOT, timeout=900,
+    )  # fmt: skip
+    assert sft.returncode == 0, sft.stderr[-2000:]
+    adapter = run / "adapter"
+    assert (adapter / "adapter_model.safetensors").is_file()
+    before = _server_processes()
+    agent = _agent(
+        "--episodes", "1", "--adapter", str(adapter), "--out", str(tmp_path / "store"),
+        "--kwarg", "max_episode_steps=3",
+    )  # fmt: skip
+    out, err = agent.communicate(timeout=240)
+    assert agent.returncode == 0, err
+    lines = out.splitlines()
+    pid = _pid(lines[0])
+    assert f"with the LoRA adapter {adapter / 'adapter.gguf'}," in lines[0]  # converted, cached
+    assert (adapter / "adapter.gguf").is_file()
+    (episode,) = [line for line in lines if line.startswith("seed ")]
+    assert "invalid replies 0 model errors 0 fallbacks 0" in episode, episode
+    assert _gone(pid) and _server_processes() <= before

@@ -32,8 +32,15 @@ def _words(env_id):
     return sorted(words)
 
 
-def save_tiny_model(folder, env_id="feedbackgym/OpsIncidentEasy-v0", *, hidden=32, layers=2):
-    """Writes a tiny ``Gemma3ForCausalLM`` and its tokenizer to ``folder``; returns it."""
+def save_tiny_model(
+    folder, env_id="feedbackgym/OpsIncidentEasy-v0", *, hidden=32, layers=2, init_range=0.02
+):
+    """Writes a tiny ``Gemma3ForCausalLM`` and its tokenizer to ``folder``; returns it.
+
+    ``init_range`` is the weights' initial standard deviation: the tied output
+    layer's logits span about ``init_range * hidden``, so a LoRA adapter (which
+    leaves that layer as it is) can fit the replies only with a wider one.
+    """
     import torch
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import Gemma3ForCausalLM, Gemma3TextConfig, PreTrainedTokenizerFast
@@ -62,6 +69,7 @@ def save_tiny_model(folder, env_id="feedbackgym/OpsIncidentEasy-v0", *, hidden=3
         pad_token_id=0,
         eos_token_id=1,
         bos_token_id=2,
+        initializer_range=init_range,
     )
     torch.manual_seed(0)
     Gemma3ForCausalLM(config).save_pretrained(folder)

@@ -1,4 +1,4 @@
-"""The LLM trainer: RL of a causal language model with LoRA, by GRPO through TRL.
+"""The LLM trainer: RL of a causal language model with LoRA, by GRPO through TRL; its warm-up.
 
 Read it in this order: :mod:`~.llm_settings` (a run's settings),
 :mod:`~.causal_lm` (the model, its tokenizer and its LoRA adapter),
@@ -9,7 +9,9 @@ actions), :mod:`~.chat_episode` (one episode played),
 :mod:`~.run_llm` (the run directory around it), :mod:`~.versions` (each
 saved adapter a numbered version: promote, canary, rollback) and
 :mod:`~.trl_env` (the public factory that plugs the envs into your own TRL
-script).
+script). The supervised warm-up on the standard answers, whose adapter the
+RL starts from: :mod:`~.sft_data` (expert episodes as the prompts the agent
+sends) and :mod:`~.sft` (its run).
 
 torch, transformers, peft and trl load in the modules that use them
 (the ``llm-train`` extra); :mod:`~.versions` needs only the standard library.

@@ -71,7 +71,7 @@ try:
 except ImportError as error:
     raise DependencyNotInstalled.for_extra(error.name or "transformers", "llm-train") from error
 
-__all__ = ["AdapterRounds", "prepare_llm_run_dir", "train_llm_run"]
+__all__ = ["AdapterRounds", "prepare_llm_run_dir", "tensorboard_dir", "train_llm_run"]
 
 
 def prepare_llm_run_dir(config: LLMRunConfig, *, resume: bool) -> dict[str, Any]:
@@ -325,7 +325,7 @@ class _Rounds(TrainerCallback):
                 file.write(json.dumps(record) + "\n")
 
 
-def _tb_dir(tb: Path, name: str, first_round: int) -> Path:
+def tensorboard_dir(tb: Path, name: str, first_round: int) -> Path:
     """SB3's TensorBoard folders: a new run takes ``name_N+1``, a resumed one ``name_N``."""
     taken = [int(p.name.rsplit("_", 1)[1]) for p in tb.glob(f"{name}_*") if p.name[-1].isdigit()]
     last = max(taken, default=0)
@@ -415,7 +415,7 @@ def train_llm_run(
         if first_round == 0 or pending is not None:
             controller.update(first_round, **(pending or {}))
         writer = SummaryWriter(
-            str(_tb_dir(run_dir / "tb", f"{config.arm}_seed{config.seed}", first_round))
+            str(tensorboard_dir(run_dir / "tb", f"{config.arm}_seed{config.seed}", first_round))
         )
         rollout = GroupRollout(
             chat,
