@@ -66,8 +66,12 @@ def _comparison(out, *, rounds, seeds=1, arms=("sparse", "shaping"), jobs=1):
 
 
 def _curves(out):
+    """Each run's curve, less its wall-clock column (the one a node may change)."""
     return {
-        run.name: list(csv.DictReader((run / "curve.csv").open()))
+        run.name: [
+            {k: v for k, v in row.items() if k != "seconds"}
+            for row in csv.DictReader((run / "curve.csv").open())
+        ]
         for run in sorted((Path(out) / "runs").iterdir())
     }
 

@@ -142,8 +142,8 @@ def test_a_run_whose_env_worker_dies_fails_clearly_keeps_its_episodes_and_resume
 def test_a_run_resumed_with_other_settings_is_refused_naming_them(tmp_path):
     first = _config(tmp_path, steps=128)
     train_run(first)
-    with pytest.raises(ConfigError, match=r"learning_rate: 0.0003 -> 0.001; seed: 0 -> 1"):
-        changed = dataclasses.replace(first, total_steps=256, learning_rate=1e-3, seed=1)
+    with pytest.raises(ConfigError, match=r"learning_rate: 0.001 -> 0.0003; seed: 0 -> 1"):
+        changed = dataclasses.replace(first, total_steps=256, learning_rate=3e-4, seed=1)
         train_run(changed, resume=True)
     with pytest.raises(ConfigError, match=r"feedback: .*'switch_at': 0.4.*'switch_at': 0.5"):
         other = merge_config(FEEDBACK, {"schedule": {"switch_at": 0.5}})
@@ -156,7 +156,7 @@ def test_a_run_resumed_with_other_settings_is_refused_naming_them(tmp_path):
 def test_a_torch_run_resumes_where_it_stopped(tmp_path):
     first = _config(tmp_path, steps=256)
     finished = train_run(first)
-    assert train_run(dataclasses.replace(first, learning_rate=1e-3), resume=True) == finished
+    assert train_run(dataclasses.replace(first, learning_rate=3e-4), resume=True) == finished
     state = train_run(_config(tmp_path, steps=512), resume=True)
     assert state["round"] == 7 and state["timesteps"] == 512
     assert list(read_curve(tmp_path / "run")["round"]) == [1.0, 3.0, 4.0, 5.0, 7.0, 8.0]
