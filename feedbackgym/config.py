@@ -9,7 +9,7 @@ Example file (``feedback.yaml``)::
     shaping: {gamma: 0.99, scale: 1.0, terminal: keep}
     retention: {hot_days: 7, cold_days: 90}
     reliance: {raise_above: 0.2, lower_below: 0.05, step: 0.1, min_dropout: 0.1, max_dropout: 0.9}
-    alert: {drop: 0.2, rounds: 3, reading: cumulative, floor: 0.1}
+    alert: {drop: 0.2, rounds: 3, reading: cumulative, floor: 0.1, smoothing: 0.3, noise: 3.0}
 
 :class:`FeedbackConfig` is the single description of a feedback stack and the
 single home of its defaults: :func:`feedbackgym.make` builds the stack from it,
@@ -527,7 +527,8 @@ class AlertConfig(_Section):
     """The reward-drop alert (see :class:`feedbackgym.control.RewardDropAlert`).
 
     The spec's rule, "the mean reward falls ``rounds`` rounds in a row by more
-    than ``drop``", read one of two ways: ``"cumulative"`` (the default) fires
+    than ``drop``", read on the rounds' mean reward smoothed (a moving average)
+    and beyond its noise, one of two ways: ``"cumulative"`` (the default) fires
     when the mean fell in each of the last ``rounds`` rounds and by more than
     ``drop`` in total over them; ``"each"`` when it fell by more than ``drop``
     in each of them.
@@ -538,6 +539,10 @@ class AlertConfig(_Section):
         reading: ``"cumulative"`` or ``"each"``.
         floor: Falls count only from a mean of at least this magnitude, so that
             a mean going from a rare success back to 0 is not an alert (0: off).
+        smoothing: Weight of each new round in the moving average the rule
+            reads, in (0, 1] (1: the raw round means).
+        noise: A fall counts only when larger than this many times the smoothed
+            mean's spread (0: any fall).
         webhook: An http(s) URL each alert is POSTed to as JSON, besides the log
             warning (see :class:`feedbackgym.webhook.Webhook`; ``None``: none).
     """
@@ -546,6 +551,8 @@ class AlertConfig(_Section):
     rounds: int = Field(3, ge=1)
     reading: Literal["cumulative", "each"] = "cumulative"
     floor: float = Field(0.1, ge=0.0)
+    smoothing: float = Field(0.3, gt=0.0, le=1.0)
+    noise: float = Field(3.0, ge=0.0)
     webhook: str | None = None
 
     @field_validator("webhook")

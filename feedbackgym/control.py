@@ -46,31 +46,51 @@ logger = logging.getLogger(__name__)
 class RewardDropAlert:
     """The spec's alert: the mean reward fell ``rounds`` rounds in a row by more than ``drop``.
 
-    Two readings of that rule: ``"cumulative"`` (the default) fires when the
-    mean fell in each of the last ``rounds`` rounds and by more than ``drop``
-    in total over them (from the mean before the first fall); ``"each"`` when
-    it fell by more than ``drop`` in each of them. Either way a fall counts
-    only from a mean of magnitude at least ``floor`` (and never from 0): a
-    sparse-reward run whose mean goes from a rare success back to 0 has lost
-    nothing guidance gave it. After firing it counts afresh.
+    A round's mean reward (over the episodes it finished) is noisy: a few
+    dozen episodes of a sparse task. So the rule reads it smoothed, an
+    exponential moving average giving each new round the weight
+    ``smoothing``, and counts a fall only when it is larger than the noise:
+    ``noise`` times the smoothed mean's own spread (from the rounds'
+    deviations from it, as they were when the fall began). A collapse (the
+    reward's sign flipped, shaping gone) moves the average further each
+    round and fires within ``rounds`` rounds; a healthy run's wobble does not.
+    ``smoothing=1`` and ``noise=0`` read the raw means, as the spec words it.
+
+    Two readings of the rule: ``"cumulative"`` (the default) fires when the
+    smoothed mean fell in each of the last ``rounds`` rounds and by more than
+    ``drop`` in total over them (from the mean before the first fall);
+    ``"each"`` when it fell by more than ``drop`` in each of them. Either way
+    a fall counts only from a mean of magnitude at least ``floor`` (and never
+    from 0): a sparse-reward run whose mean goes from a rare success back to 0
+    has lost nothing guidance gave it. After firing it counts afresh.
 
     Args:
         drop: Relative fall that counts (0.2: 20%).
         rounds: Consecutive falls that raise the alert.
         reading: ``"cumulative"`` or ``"each"``.
         floor: Smallest magnitude of mean a fall counts from (0: any but 0).
+        smoothing: Weight of each new round in the moving average, in (0, 1] (1: raw).
+        noise: How many times the smoothed mean's spread a fall must exceed (0: any).
         hook: Called with ``(round, message)`` when it fires, besides the log warning.
 
     Raises:
-        ValueError: A bad ``drop``, ``rounds``, ``reading`` or ``floor`` (named).
+        ValueError: A bad ``drop``, ``rounds``, ``reading``, ``floor``,
+            ``smoothing`` or ``noise`` (named).
 
     Example:
         >>> means = [1.0, 0.9, 0.8, 0.7]  # 10% a round, 30% in all
-        >>> cumulative, each = RewardDropAlert(), RewardDropAlert(reading="each")
+        >>> raw = dict(smoothing=1.0, noise=0.0)
+        >>> cumulative, each = RewardDropAlert(**raw), RewardDropAlert(reading="each", **raw)
         >>> [cumulative.update(r, v) for r, v in enumerate(means)][-1]
         True
         >>> [each.update(r, v) for r, v in enumerate(means)][-1]
         False
+        >>> healthy = [0.5, 0.7, 0.6, 0.45, 0.4, 0.6, 0.7, 0.55, 0.5, 0.65]
+        >>> alert = RewardDropAlert()
+        >>> any(alert.update(r, v) for r, v in enumerate(healthy))
+        False
+        >>> [alert.update(r, -0.5) for r in range(10, 13)]  # the reward's sign flipped
+        [False, False, True]
     """
 
     READINGS = ("cumulative", "each")
@@ -84,6 +104,8 @@ class RewardDropAlert:
         *,
         reading: str = "cumulative",
         floor: float = 0.1,
+        smoothing: float = 0.3,
+        noise: float = 3.0,
     ) -> None:
         if not 0 < drop < 1:
             raise ValueError(f"RewardDropAlert drop must be in (0, 1), got {drop}")
@@ -96,13 +118,25 @@ class RewardDropAlert:
             )
         if not floor >= 0:
             raise ValueError(f"RewardDropAlert floor must be >= 0, got {floor}")
+        if not 0 < smoothing <= 1:
+            raise ValueError(f"RewardDropAlert smoothing must be in (0, 1], got {smoothing}")
+        if not noise >= 0:
+            raise ValueError(f"RewardDropAlert noise must be >= 0, got {noise}")
         self.drop = drop
         self.rounds = rounds
         self.reading = reading
         self.floor = floor
+        self.smoothing = smoothing
+        self.noise = noise
         self.hook = hook
+        self._smoothed: float | None = None
+        """The moving average of the round means (``None`` before the first)."""
+        self._variance = 0.0
+        """The moving average of the rounds' squared deviations from it."""
         self._means: list[float] = []
-        """The last mean and the falls before it that still count, oldest first."""
+        """The last smoothed mean and the falls before it that still count, oldest first."""
+        self._spread = 0.0
+        """The smoothed mean's spread when the streak began."""
         self.fired: list[int] = []
 
     @classmethod
@@ -117,22 +151,40 @@ class RewardDropAlert:
         """
         if config.webhook is not None:
             hook = _both(Webhook(config.webhook), hook)
-        return cls(config.drop, config.rounds, hook, reading=config.reading, floor=config.floor)
+        return cls(
+            config.drop,
+            config.rounds,
+            hook,
+            reading=config.reading,
+            floor=config.floor,
+            smoothing=config.smoothing,
+            noise=config.noise,
+        )
 
     def state_dict(self) -> dict[str, Any]:
-        """The means of the streak counted so far and the rounds it fired at."""
-        return {"means": list(self._means), "fired": list(self.fired)}
+        """The moving averages, the streak counted so far and the rounds it fired at."""
+        return {
+            "smoothed": self._smoothed,
+            "variance": self._variance,
+            "means": list(self._means),
+            "spread": self._spread,
+            "fired": list(self.fired),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restores what :meth:`state_dict` returned (a resumed run goes on counting).
 
-        A state saved before the readings (``last`` and ``falls``) restores
-        its last mean, and counts falls afresh from it.
+        A state saved before the smoothing restarts the average from its last
+        mean; one saved before the readings (``last``) restores that mean too.
         """
         if "means" in state:
             self._means = [float(m) for m in state["means"]]
         else:
             self._means = [] if state.get("last") is None else [float(state["last"])]
+        smoothed = state.get("smoothed", self._means[-1] if self._means else None)
+        self._smoothed = None if smoothed is None else float(smoothed)
+        self._variance = float(state.get("variance", 0.0))
+        self._spread = float(state.get("spread", 0.0))
         self.fired = [int(r) for r in state["fired"]]
 
     def _counts_from(self, mean: float) -> bool:
@@ -148,28 +200,44 @@ class RewardDropAlert:
     def _fires(self) -> bool:
         if len(self._means) <= self.rounds:
             return False
+        first, now = self._means[0], self._means[-1]
+        if first - now <= self.noise * self._spread:
+            return False
         if self.reading == "each":
             return True
-        first, now = self._means[0], self._means[-1]
         return self._counts_from(first) and (first - now) / abs(first) > self.drop
+
+    def _smooth(self, mean_reward: float) -> float:
+        """Moves the averages by one round's mean; returns the smoothed mean."""
+        if self._smoothed is None:
+            self._smoothed = mean_reward
+            return mean_reward
+        deviation = mean_reward - self._smoothed
+        self._smoothed += self.smoothing * deviation
+        self._variance += self.smoothing * (deviation**2 - self._variance)
+        return self._smoothed
 
     def update(self, round_: int, mean_reward: float) -> bool:
         """Adds one round's mean reward; returns whether the alert fired."""
         if not math.isfinite(mean_reward):
             return False  # a round without a finite mean neither counts nor breaks a streak
-        if self._means and self._falls(self._means[-1], mean_reward):
-            self._means = [*self._means, mean_reward][-(self.rounds + 1) :]
+        # The spread of the average of iid rounds: the rounds' own, times sqrt(a / (2 - a)).
+        spread = math.sqrt(self._variance * self.smoothing / (2 - self.smoothing))
+        smoothed = self._smooth(mean_reward)
+        if self._means and self._falls(self._means[-1], smoothed):
+            self._means = [*self._means, smoothed][-(self.rounds + 1) :]
         else:
-            self._means = [mean_reward]
+            self._means, self._spread = [smoothed], spread
         if not self._fires():
             return False
-        self._means = [mean_reward]
+        self._means = [smoothed]
         total = "in total" if self.reading == "cumulative" else "each round"
         message = (
             f"mean reward fell {self.rounds} round{'s' * (self.rounds > 1)} in a row, "
-            f"by more than {self.drop:.0%} "
-            f"{total} (now {mean_reward:.3f}, round {round_}): guidance may have been "
-            "withdrawn too early; lengthen the fade 1.5-2x and start reviews less often"
+            f"by more than {self.drop:.0%} {total} and beyond its noise "
+            f"(smoothed {smoothed:.3f}, this round {mean_reward:.3f}, round {round_}): "
+            "guidance may have been withdrawn too early; lengthen the fade 1.5-2x and "
+            "start reviews less often"
         )
         logger.warning(message)
         self.fired.append(round_)

@@ -102,7 +102,7 @@ def test_a_config_edit_applies_to_every_env_at_the_next_round_and_a_bad_one_is_k
 
 def test_the_controller_feeds_the_reward_drop_alert():
     fired = []
-    controller = FeedbackController(alert=RewardDropAlert(hook=lambda r, m: fired.append(r)))
+    controller = FeedbackController(alert=RewardDropAlert(hook=lambda r, m: fired.append(r), **RAW))
     for round_, mean_return in enumerate([1.0, 0.7, 0.5, 0.3]):
         controller.update(round_ + 1, mean_return=mean_return)
     assert fired == [3] and controller.alert_fired
@@ -168,8 +168,12 @@ def test_a_pushed_config_reaches_every_setting_of_the_stack():
     assert (env.get_wrapper_attr("every"), guide, shaping) == (3, "step", "zero")
 
 
+RAW = {"smoothing": 1.0, "noise": 0.0}
+"""The alert on the raw round means, as the spec words the rule."""
+
+
 def test_a_round_without_a_finite_mean_neither_counts_nor_breaks_a_fall():
-    alert = RewardDropAlert()
+    alert = RewardDropAlert(**RAW)
     means = [1.0, 0.7, float("nan"), 0.5, 0.3]
     assert [alert.update(r, v) for r, v in enumerate(means)][-1]
 
@@ -189,7 +193,7 @@ def test_a_round_without_a_finite_mean_neither_counts_nor_breaks_a_fall():
 )
 def test_the_two_readings_of_the_reward_drop_rule(means, cumulative, each):
     for reading, expected in (("cumulative", cumulative), ("each", each)):
-        alert = RewardDropAlert(reading=reading)
+        alert = RewardDropAlert(reading=reading, **RAW)
         for round_, mean in enumerate(means):
             alert.update(round_, mean)
         assert alert.fired == expected, reading
@@ -204,12 +208,14 @@ def test_the_reward_drop_alert_comes_from_the_config_and_resumes_its_streak():
     with pytest.raises(ValueError, match="reading must be one of cumulative, each"):
         RewardDropAlert(reading="total")
     first = RewardDropAlert()
-    for round_, mean in enumerate([1.0, 0.9, 0.8]):
+    for round_, mean in enumerate(
+        [0.5, 0.7, 0.6, 0.45, 0.4, 0.6, 0.7, 0.55, 0.5, 0.65, -0.5, -0.5]
+    ):
         first.update(round_, mean)
     resumed = RewardDropAlert()
     resumed.load_state_dict(json.loads(json.dumps(first.state_dict())))
-    assert resumed.update(3, 0.7) and resumed.fired == [3]
-    old = RewardDropAlert()  # a state saved before the readings: its last mean
+    assert resumed.update(12, -0.5) and resumed.fired == [12]  # the average and noise resumed
+    old = RewardDropAlert(**RAW)  # a state saved before the readings: its last mean
     old.load_state_dict({"last": 1.0, "falls": 0, "fired": [2]})
     assert [old.update(r, v) for r, v in enumerate([0.9, 0.8, 0.7], 3)] == [False, False, True]
     assert old.fired == [2, 5]
@@ -332,7 +338,7 @@ def test_the_alert_channel_sends_each_alert_to_the_webhook():
     try:
         hooked = []
         alert = RewardDropAlert.from_config(
-            AlertConfig(webhook=url), hook=lambda r, m: hooked.append(r)
+            AlertConfig(webhook=url, smoothing=1.0, noise=0.0), hook=lambda r, m: hooked.append(r)
         )
         channel = Webhook(url, timeout_s=5)
         for round_, mean in enumerate([1.0, 0.9, 0.8, 0.7]):

@@ -29,17 +29,19 @@ def make_env(config, **env_kwargs):
 
 def test_alert_fires_on_a_synthetic_reward_drop(caplog):
     fired = []
-    alert = RewardDropAlert(hook=lambda round_, message: fired.append((round_, message)))
+    alert = RewardDropAlert(
+        hook=lambda round_, message: fired.append((round_, message)), smoothing=1.0, noise=0.0
+    )
     with caplog.at_level(logging.WARNING):
         results = [alert.update(r, v) for r, v in enumerate([1.0, 1.0, 0.7, 0.5, 0.35, 0.34])]
     assert results == [False, False, False, False, True, False]
     assert fired[0][0] == 4 and "lengthen the fade" in fired[0][1] and "20%" in caplog.text
     steady = [1.0, 0.85, 0.7, 0.6, 0.5]  # under 20% a round, over 20% in three
-    each = RewardDropAlert(reading="each")
+    each = RewardDropAlert(reading="each", smoothing=1.0, noise=0.0)
     assert not any(each.update(r, v) for r, v in enumerate(steady))
-    cumulative = RewardDropAlert()
+    cumulative = RewardDropAlert(smoothing=1.0, noise=0.0)
     assert any(cumulative.update(r, v) for r, v in enumerate(steady))
-    negative = RewardDropAlert()  # falling returns below zero fall too
+    negative = RewardDropAlert(smoothing=1.0, noise=0.0)  # falling returns below zero fall too
     assert [negative.update(r, v) for r, v in enumerate([-1.0, -1.5, -2.5, -4.0])][-1]
     with pytest.raises(ValueError):
         RewardDropAlert(drop=1.5)
