@@ -2,8 +2,8 @@
 
 On OpsIncident hard with the guide-then-review+shaping stack, 16 envs in this process,
 ``device="cuda"``: the learner on the GPU, the envs on the CPU. Per round it
-samples :class:`~feedbackgym.training.common.system_metrics.SystemMonitor` (GPU memory and,
-with NVML, utilisation); at the end it prints the overall steps/s, the wall
+samples :class:`~feedbackgym.training.common.system_metrics.SystemMonitor` (the GPU's
+utilisation and used memory, through NVML); at the end it prints the overall steps/s, the wall
 time, and the mean and peak GPU utilisation and memory. The goal on a machine
 with a GPU: 200k steps in under 5 minutes. Without a CUDA GPU it says so and
 exits with status 2 (no test needs a GPU).
@@ -53,7 +53,7 @@ def main() -> int:
         if values:
             print(f"{key}: mean {np.mean(values):.1f}, peak {np.max(values):.1f}")
         else:
-            print(f"{key}: not reported (install nvidia-ml-py for utilisation)")
+            print(f"{key}: not reported (NVML: nvidia-ml-py, or the driver's library, missing)")
     return 0
 
 

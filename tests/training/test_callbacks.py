@@ -88,8 +88,10 @@ def test_progress_reaches_subprocess_envs_and_feedback_tags_reach_tensorboard(tm
         "guide_every",
     ):
         assert f"feedback/{tag}" in tags, tag
-    for tag in ("cpu_percent", "load_average", "rss_mb", "steps_per_s"):
+    for tag in ("cpu_percent", "load_average", "rss_mb", "processes", "steps_per_s"):
         assert f"system/{tag}" in tags, tag
+    processes = [e.value for e in accumulator.Scalars("system/processes")]
+    assert min(processes) >= 3  # this process and the two env workers under it
     phases = [e.value for e in accumulator.Scalars("feedback/phase")]
     assert phases[0] == 1.0 and phases[-1] == 3.0  # guide ... review
     switch = [e.value for e in accumulator.Scalars("feedback/switch_step")]

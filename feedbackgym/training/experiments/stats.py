@@ -14,6 +14,9 @@ mean, each with a percentile bootstrap 95% confidence interval
 resamples its seeds), and the probability that a run of one arm beats a run of
 another (:func:`probability_of_improvement`). Each bootstrap draws from a
 generator with a fixed seed: the same runs always give the same intervals.
+``tests/training/test_stats_rliable.py`` checks them against rliable itself:
+the IQM and the probability of improvement exactly, the intervals within the
+bootstrap noise.
 """
 
 from __future__ import annotations
@@ -120,10 +123,15 @@ def final_success(curves: Sequence[Curve]) -> np.ndarray:
 
 
 def _trimmed_mean(values: np.ndarray, axis: int) -> np.ndarray:
-    """The mean along ``axis`` without its lowest and highest quarter (``n // 4`` values each)."""
+    """The mean along ``axis`` without its lowest and highest quarter (``n // 4`` values each).
+
+    As ``scipy.stats.trim_mean`` computes it: a partition, then the mean of the
+    middle in the order the partition left it, so that the sums round alike.
+    """
     n = values.shape[axis]
     cut = n // 4
-    return np.take(np.sort(values, axis=axis), np.arange(cut, n - cut), axis=axis).mean(axis=axis)
+    middle = np.partition(values, (cut, n - cut - 1), axis=axis)
+    return np.take(middle, np.arange(cut, n - cut), axis=axis).mean(axis=axis)
 
 
 def _mean(values: np.ndarray, axis: int) -> np.ndarray:
@@ -140,9 +148,10 @@ _STATISTICS: dict[str, Callable[[np.ndarray, int], np.ndarray]] = {
 def iqm(values: ArrayLike) -> float:
     """The interquartile mean of ``values``: the mean of their middle half.
 
-    rliable's IQM, ``scipy.stats.trim_mean(values, 0.25)``: a quarter of the
-    values (rounded down) is cut from each end. One outlying run moves it less
-    than the mean, and it is less noisy than the median. ``nan`` for no values.
+    rliable's IQM (``rliable.metrics.aggregate_iqm``), ``scipy.stats.trim_mean(values,
+    0.25)``, to the last bit: a quarter of the values (rounded down) is cut from
+    each end. One outlying run moves it less than the mean, and it is less noisy
+    than the median. ``nan`` for no values.
 
     Example:
         >>> iqm([0.0, 0.4, 0.5, 0.6, 1.0]), iqm([0.25, 0.5]), iqm([])
@@ -160,7 +169,10 @@ def bootstrap_ci(
     Draws ``reps`` resamples of the runs with replacement (rliable's stratified
     bootstrap, with one task) and takes the 2.5th and 97.5th percentiles of the
     statistic over them. ``(nan, nan)`` for fewer than two runs: one run says
-    nothing of the spread.
+    nothing of the spread. rliable's ``get_interval_estimates`` gives the same
+    interval up to the resampling noise; on a few distinct scores (success rates
+    of a few episodes) that noise can move a bound by a whole step of the
+    statistic, when a percentile falls where its bootstrap distribution jumps.
 
     Args:
         values: One score per run.
