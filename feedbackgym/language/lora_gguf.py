@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import tempfile
@@ -115,7 +116,18 @@ def _adapter_config(source: Path) -> dict[str, Any]:
 
 
 def _base_shapes(base: Path) -> tuple[str, int, dict[str, tuple[int, ...]]]:
-    """The base GGUF's architecture, block count and tensor shapes (numpy order)."""
+    """The base GGUF's architecture, block count and tensor shapes (numpy order).
+
+    Read once per file version (its metadata holds the whole vocabulary: seconds to parse).
+    """
+    stat = base.stat()
+    return _read_base_shapes(str(base), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=4)
+def _read_base_shapes(
+    base: str, mtime_ns: int, size: int
+) -> tuple[str, int, dict[str, tuple[int, ...]]]:
     gguf = _gguf()
     try:
         reader = gguf.GGUFReader(base)
