@@ -44,11 +44,12 @@ from feedbackgym.training.experiments.stats import bootstrap_ci, iqm, steps_to
 
 ENV_ID = "feedbackgym/OpsIncidentHard-v0"
 SETUPS = {
-    "torch, default": [],
-    "torch, --preset sb3": ["--preset", "sb3"],
-    "--trainer sb3": ["--trainer", "sb3"],
+    "torch": [],
+    "torch-preset-sb3": ["--preset", "sb3"],
+    "sb3": ["--trainer", "sb3"],
 }
-"""The ``compare`` commands timed, by name: their flags beyond the common ones."""
+"""The ``compare`` commands timed, by name (``--setups``): their flags beyond the common ones:
+the torch trainer's defaults, the torch trainer with SB3's update, and SB3's PPO."""
 THROUGHPUT_STEPS = 131_072
 
 
@@ -133,15 +134,15 @@ def main(argv: list[str] | None = None) -> None:
     out = Path(args.out)
     results: dict[str, Any] = {}
     for name in args.setups.split(","):
-        steps = (
-            args.sb3_steps if "sb3" in SETUPS[name] and "--trainer" in SETUPS[name] else args.steps
-        )
+        if name not in SETUPS:
+            parser.error(f"--setups: unknown setup {name!r}; choose from {', '.join(SETUPS)}")
+        steps = args.sb3_steps if name == "sb3" else args.steps
         flags = [
             *("--env", ENV_ID, "--arms", "shaping", "--seeds", str(args.seeds)),
             *("--steps", str(steps), "--jobs", "1", "--gamma", "0.995", "--time-limit-terminal"),
             *SETUPS[name],
         ]
-        folder = out / name.replace(" ", "").replace(",", "-").replace("--", "")
+        folder = out / name
         seconds = compare(folder, flags, resume=args.resume)
         results[name] = {**to_result(folder), "command_seconds": seconds, "steps": steps}
         print(name, json.dumps(results[name]), flush=True)

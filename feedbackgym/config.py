@@ -9,7 +9,7 @@ Example file (``feedback.yaml``)::
     shaping: {gamma: 0.99, scale: 1.0, terminal: keep}
     retention: {hot_days: 7, cold_days: 90}
     reliance: {raise_above: 0.2, lower_below: 0.05, step: 0.1, min_dropout: 0.1, max_dropout: 0.9}
-    alert: {drop: 0.2, rounds: 3, reading: cumulative, floor: 0.1, smoothing: 0.3, noise: 3.0}
+    alert: {drop: 0.2, rounds: 3, reading: cumulative, floor: 0.1, smoothing: 0.15, noise: 3.0}
 
 :class:`FeedbackConfig` is the single description of a feedback stack and the
 single home of its defaults: :func:`feedbackgym.make` builds the stack from it,
@@ -551,7 +551,7 @@ class AlertConfig(_Section):
     rounds: int = Field(3, ge=1)
     reading: Literal["cumulative", "each"] = "cumulative"
     floor: float = Field(0.1, ge=0.0)
-    smoothing: float = Field(0.3, gt=0.0, le=1.0)
+    smoothing: float = Field(0.15, gt=0.0, le=1.0)
     noise: float = Field(3.0, ge=0.0)
     webhook: str | None = None
 

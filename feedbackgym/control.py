@@ -104,7 +104,7 @@ class RewardDropAlert:
         *,
         reading: str = "cumulative",
         floor: float = 0.1,
-        smoothing: float = 0.3,
+        smoothing: float = 0.15,
         noise: float = 3.0,
     ) -> None:
         if not 0 < drop < 1:
