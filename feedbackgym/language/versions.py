@@ -62,6 +62,7 @@ __all__ = [
     "Version",
     "VersionRegistry",
     "VersionRejected",
+    "open_registry",
     "route",
 ]
 
@@ -168,6 +169,29 @@ def route(serving: Serving, key: str) -> int | None:
     digest = hashlib.sha256(key.encode()).digest()
     draw = int.from_bytes(digest[:8], "big") / 2**64
     return serving.canary if draw < serving.share else serving.current
+
+
+def open_registry(path: str | os.PathLike[str]) -> VersionRegistry:
+    """The registry at ``path``: a run directory (its ``versions/``) or the registry's folder.
+
+    Raises:
+        ConfigError: Neither holds a ``registry.json``.
+
+    Example:
+        >>> import tempfile
+        >>> run = Path(tempfile.mkdtemp())
+        >>> _ = VersionRegistry(run / "versions").add(lambda folder: None, round=0, validation={})
+        >>> [version.number for version in open_registry(run).versions()]
+        [1]
+    """
+    source = Path(path).expanduser()
+    for root in (source, source / "versions"):
+        if (root / REGISTRY_FILE).is_file():
+            return VersionRegistry(root)
+    raise ConfigError(
+        f"{source}: no version registry ({REGISTRY_FILE} in it or in its versions/; "
+        "a train-llm run directory has one once it has saved a version)"
+    )
 
 
 class VersionRegistry:
