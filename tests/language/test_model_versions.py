@@ -7,9 +7,12 @@ validation, in a registry that one llama.cpp server serves for the whole module.
 
 import importlib.util
 import json
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +20,7 @@ from feedbackgym.language.versions import VersionRegistry, VersionRejected, rout
 from tests.conftest import require
 from tests.language.peft_adapters import write_adapter
 
+ROOT = Path(__file__).resolve().parents[2]
 PROMPT = "The capital of France is"
 
 
@@ -134,3 +138,35 @@ def test_a_version_that_failed_validation_is_not_promoted_but_can_be_asked_for(s
     with pytest.raises(urllib.error.HTTPError) as error:
         _complete(server, f"{name}@v9")
     assert error.value.code == 404 and "no version 9" in error.value.read().decode()
+
+
+def _agent(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "feedbackgym", "agent", "--env", "feedbackgym/OpsIncidentEasy-v0",
+         "--episodes", "1", "--kwarg", "max_episode_steps=3", *args],
+        capture_output=True, text=True, cwd=ROOT, timeout=240,
+    )  # fmt: skip
+
+
+def test_the_agent_plays_a_given_version(registry, tmp_path):
+    run = registry.root.parent
+    played = _agent("--versions", str(run), "--version", "2", "--out", str(tmp_path))
+    assert played.returncode == 0, played.stderr
+    first, *lines = played.stdout.splitlines()
+    assert f"with version 2 of {registry.root} as gemma-3-270m-q4_k_m@v2," in first, first
+    assert len([line for line in lines if line.startswith("seed 0: ")]) == 1
+
+
+def test_an_unknown_version_or_no_registry_is_one_line_before_any_server_starts(
+    registry, tmp_path, capsys
+):
+    from feedbackgym.cli import main
+
+    env = ["--env", "feedbackgym/OpsIncidentEasy-v0"]
+    assert main(["agent", *env, "--versions", str(registry.root), "--version", "9"]) == 2
+    assert f"{registry.root}: no version 9 (versions: 1, 2, 3)" in capsys.readouterr().err
+    assert main(["agent", *env, "--version", "1"]) == 2
+    assert "--version plays a version of --versions RUN_DIR" in capsys.readouterr().err
+    for command in (["agent", *env], ["serve-model", "--port", "0"]):
+        assert main([*command, "--versions", str(tmp_path / "nowhere")]) == 2
+        assert f"{tmp_path / 'nowhere'}: no version registry" in capsys.readouterr().err
