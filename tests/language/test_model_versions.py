@@ -56,17 +56,19 @@ def server(registry):
         yield server
 
 
-def _complete(server, model, user=None):
-    """The greedy completion of ``PROMPT`` by ``model``, and the model the reply names."""
-    body = {"model": model, "prompt": PROMPT, "max_tokens": 6, "temperature": 0}
-    if user is not None:
-        body["user"] = user
+def _post(server, path, body):
     request = urllib.request.Request(
-        f"{server.base_url}/completions", json.dumps(body).encode(),
+        f"{server.base_url}/{path}", json.dumps(body).encode(),
         {"Content-Type": "application/json"},
     )  # fmt: skip
     with urllib.request.urlopen(request, timeout=60) as response:
-        reply = json.load(response)
+        return json.load(response)
+
+
+def _complete(server, model, user=None):
+    """The greedy completion of ``PROMPT`` by ``model``, and the model the reply names."""
+    body = {"model": model, "prompt": PROMPT, "max_tokens": 6, "temperature": 0}
+    reply = _post(server, "completions", body if user is None else {**body, "user": user})
     return reply["choices"][0]["text"], reply["model"]
 
 
@@ -124,6 +126,8 @@ def test_a_rollback_serves_the_earlier_version_again(server, registry, texts):
     registry.rollback()
     assert registry.state.current == 1
     assert _complete(server, f"{name}@current") == (texts[1], f"{name}@v1")
+    chat = {"model": f"{name}@current", "messages": [{"role": "user", "content": PROMPT}]}
+    assert _post(server, "chat/completions", {**chat, "max_tokens": 2})["model"] == f"{name}@v1"
 
 
 def test_a_version_that_failed_validation_is_not_promoted_but_can_be_asked_for(server, registry):
