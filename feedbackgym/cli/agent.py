@@ -2,7 +2,8 @@
 
 Usage::
 
-    feedbackgym agent --env ID [--model-file PATH | --base-url URL [--model NAME]] [--adapter PATH]
+    feedbackgym agent --env ID [--model-file PATH | --base-url URL [--model NAME]]
+        [--adapter PATH | --versions RUN_DIR [--version N|current]]
         [--episodes N] [--attempts K] [--arm ARM] [--seed S] [--out PATH] [--round NAME]
         [--feedback builtin|llm] [--memory K] [--retries R] [--timeout SECONDS]
         [--context TOKENS] [--threads N] [--constrain grammar|json|none] [--max-errors N]
@@ -14,6 +15,10 @@ packaged model (or ``--model-file``) and stops it when it ends
 names the model. ``--adapter`` applies a LoRA adapter to the local model: a
 PEFT folder (``feedbackgym sft``'s ``RUN/adapter``, converted to llama.cpp's
 GGUF form on first use and kept beside it) or a ``.gguf`` LoRA file.
+``--versions RUN_DIR`` serves a run's version registry
+(:mod:`~feedbackgym.language.served_versions`) and ``--version`` plays one of its
+versions: a number, or ``current`` (the promoted one, or the canary for its
+share of requests); the first line names it.
 Episodes go to a trajectory store (``--out``, default
 ``$FEEDBACKGYM_DATASETS_PATH/<id>-agent``); ``feedbackgym datasets
 export-chat`` writes them as chats. ``--feedback llm`` asks the same server
@@ -75,6 +80,19 @@ def add_commands(commands: Any) -> None:
         metavar="PATH",
         help="a LoRA adapter for the local model: a PEFT folder (feedbackgym sft's RUN/adapter, "
         "converted on first use) or a .gguf LoRA file",
+    )
+    agent.add_argument(
+        "--versions",
+        type=Path,
+        metavar="RUN_DIR",
+        help="serve a run's versions (its versions/registry.json, or the registry's folder)",
+    )
+    agent.add_argument(
+        "--version",
+        type=_version,
+        default=None,
+        metavar="N|current",
+        help="with --versions: the version to play (default: current)",
     )
     agent.add_argument("--episodes", type=positive_int, default=5, help="seeds to play")
     agent.add_argument(
@@ -165,18 +183,32 @@ def _cmd_agent(args: argparse.Namespace) -> int:
         served_adapter,
         sigterm_as_interrupt,
     )
+    from feedbackgym.language.versions import CURRENT
 
     make_env(args.env, {}).close()  # an unknown id: one line, with close ids
+    if args.version is not None and args.versions is None:
+        raise CommandError("--version plays a version of --versions RUN_DIR: give it too")
     if args.base_url is not None:
-        if args.adapter is not None:
-            raise CommandError("--adapter applies to the local model server, not to --base-url")
+        if args.adapter is not None or args.versions is not None:
+            raise CommandError(
+                "--adapter and --versions apply to the local model server, not to --base-url "
+                "(a server with versions serves version N as --model NAME@vN)"
+            )
         return _play(args, None, args.base_url, args.context)
+    if args.adapter is not None and args.versions is not None:
+        raise CommandError("--adapter or --versions, not both: each version is an adapter")
     context = args.context or DEFAULT_CONTEXT
     lora = served_adapter(args.adapter) if args.adapter is not None else None
-    server = ModelServer(args.model_file, context=context, threads=args.threads, lora=lora)
+    server = ModelServer(
+        args.model_file, context=context, threads=args.threads, lora=lora, versions=args.versions
+    )
+    version = None
+    if args.versions is not None:
+        version = CURRENT if args.version is None else args.version
+        args.model = server.served_name(version)  # an unknown version: before the server starts
     try:
         with sigterm_as_interrupt(), server:  # stopped on an error and Ctrl-C too
-            print(server.describe(), flush=True)
+            print(server.describe(version), flush=True)
             return _play(args, server, server.base_url, context)
     except KeyboardInterrupt:  # while the server started
         print("interrupted", file=sys.stderr)
@@ -255,6 +287,18 @@ def _play(
         )
     print(f"{episodes} episodes, {successes / episodes:.1%} success{per_attempt}; stored in {out}")
     return 0
+
+
+def _version(text: str) -> int | str:
+    """An argparse type: a version's number (at least 1), or ``current``.
+
+    Example:
+        >>> _version("2"), _version("current")
+        (2, 'current')
+    """
+    from feedbackgym.language.versions import CURRENT
+
+    return text if text == CURRENT else positive_int(text)
 
 
 def _settings_for_llm_generators(client: ChatClient, args: argparse.Namespace) -> None:

@@ -3,13 +3,16 @@
 Usage::
 
     feedbackgym serve-model [--model-file PATH] [--host 127.0.0.1] [--port 8000]
-        [--context TOKENS] [--threads N]
+        [--context TOKENS] [--threads N] [--versions RUN_DIR]
 
 It serves the packaged model (or ``--model-file``) over an OpenAI-compatible
 API with llama.cpp, the same server ``feedbackgym agent`` starts by itself
 (:class:`~feedbackgym.language.model_server.ModelServer`). Its first line
-names the model and the base URL; it serves until Ctrl-C or SIGTERM, then
-stops the server. A server that dies ends the command with status 2.
+names the model and the base URL. ``--versions RUN_DIR`` serves a run's
+versions too (``NAME@vN``, ``NAME@current``), following its promotions,
+canaries and rollbacks without a restart
+(:mod:`~feedbackgym.language.served_versions`). It serves until Ctrl-C or
+SIGTERM, then stops the server. A server that dies ends the command with status 2.
 """
 
 from __future__ import annotations
@@ -36,6 +39,12 @@ def add_commands(commands: Any) -> None:
     serve.add_argument("--host", default="127.0.0.1", help="the address to listen on")
     serve.add_argument("--port", type=int, default=8000, help="the port (0: a free one)")
     add_model_server_options(serve, context_help="prompt and reply together")
+    serve.add_argument(
+        "--versions",
+        type=Path,
+        metavar="RUN_DIR",
+        help="serve a run's versions too (its versions/registry.json, or the registry's folder)",
+    )
     serve.set_defaults(run=_cmd_serve_model)
 
 
@@ -52,6 +61,7 @@ def _cmd_serve_model(args: argparse.Namespace) -> int:
         port=args.port,
         context=args.context or DEFAULT_CONTEXT,
         threads=args.threads,
+        versions=args.versions,
     )
     try:
         with sigterm_as_interrupt(), server:

@@ -52,7 +52,6 @@ from pathlib import Path
 from typing import Any
 
 from feedbackgym.cli._helpers import (
-    CommandError,
     add_kwarg_option,
     fraction,
     make_env,
@@ -318,12 +317,9 @@ def _add_versions(commands: Any) -> None:
 
 
 def _cmd_versions(args: argparse.Namespace) -> int:
-    from feedbackgym.training.llm.versions import REGISTRY_FILE, VersionRegistry
+    from feedbackgym.language.versions import open_registry
 
-    root = args.run_dir if (args.run_dir / REGISTRY_FILE).exists() else args.run_dir / "versions"
-    if not (root / REGISTRY_FILE).exists():
-        raise CommandError(f"{args.run_dir}: no version registry (a train-llm run directory)")
-    registry = VersionRegistry(root)
+    registry = open_registry(args.run_dir)
     if args.promote is not None:
         registry.promote(args.promote)
     elif args.canary is not None:

@@ -7,6 +7,8 @@ hints and reviews in its prompt, each prompt sized by
 (:mod:`~feedbackgym.language.llama_process`, with
 :mod:`~feedbackgym.language.choice_mask`) for the model file
 :mod:`~feedbackgym.language.model_file` finds (the packaged Gemma 3 270M by
-default); :mod:`~feedbackgym.language.stand_in_server` is a stand-in chat
+default), and the versions of a run's adapter it serves
+(:mod:`~feedbackgym.language.versions`, :mod:`~feedbackgym.language.served_versions`);
+:mod:`~feedbackgym.language.stand_in_server` is a stand-in chat
 server for fault injection (NOT a language model).
 """

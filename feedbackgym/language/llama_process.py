@@ -8,6 +8,10 @@ server (``/v1/chat/completions``, ``/v1/completions``, ``/v1/models``,
 ``response_format`` of ``{"type": "json_object", "schema": ...}``), and quits
 with its parent, even one killed by ``kill -9``.
 
+With ``--versions DIR``, it serves a version registry's adapters beside the
+base model, switching on promotions, canaries and rollbacks without a restart
+(:mod:`~feedbackgym.language.served_versions`).
+
 A ``grammar`` that is only an alternation of strings (what
 :func:`~feedbackgym.feedback.llm.choice_grammar` writes for the agent's
 actions) is applied as a :class:`~feedbackgym.language.choice_mask.ChoiceMask`
@@ -153,6 +157,22 @@ def mask_choice_grammars() -> None:
     llama_cpp.Llama.create_completion = create_completion  # type: ignore[method-assign]
 
 
+def _serve_versions(app: Any, settings: Any, root: str, alias: str) -> Any:
+    """The server's app with the versions in ``root`` served too (``NAME@vN``, ``NAME@current``).
+
+    The server takes its model proxy from a module variable at every request;
+    :class:`~feedbackgym.language.served_versions.VersionProxy` takes its place there.
+    """
+    from llama_cpp.server import app as server_app
+
+    from feedbackgym.language.served_versions import RouteCurrent, ServedVersions, VersionProxy
+
+    versions = ServedVersions(root, alias)
+    proxy = VersionProxy(server_app._llama_proxy, settings, versions)
+    server_app._llama_proxy = proxy  # type: ignore[assignment]  # its interface, not its class
+    return RouteCurrent(app, versions)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Serves until SIGTERM or SIGINT (or the parent's end); returns the exit status."""
     parser = argparse.ArgumentParser(
@@ -167,6 +187,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=max(1, (os.cpu_count() or 2) // 2))
     parser.add_argument("--chat-template", choices=CHAT_TEMPLATES, default=None)
     parser.add_argument("--lora", default=None, help="a LoRA adapter (GGUF) to apply")
+    parser.add_argument(
+        "--versions", default=None, help="a version registry's folder: its versions served too"
+    )
     parser.add_argument("--orphan-ok", action="store_true", help="keep serving if the parent ends")
     args = parser.parse_args(argv)
     if not args.orphan_ok:
@@ -179,25 +202,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise DependencyNotInstalled.for_extra("llama-cpp-python", "llm") from error
     mask_choice_grammars()
     chat_format = register_chat_template(args.chat_template) if args.chat_template else None
-    app = create_app(
-        server_settings=ServerSettings(host=args.host, port=args.port),
-        model_settings=[
-            ModelSettings(
-                model=args.model,
-                model_alias=args.alias,
-                n_ctx=args.context,
-                n_threads=args.threads,
-                n_threads_batch=args.threads,
-                chat_format=chat_format,
-                lora_path=args.lora,
-                # The server's default (True) computes the 262,144-way output layer for every
-                # prompt token, and keeps it: 2 GB at 2048 tokens, prompts 3-4 times slower.
-                # Without it, replies carry no logprobs.
-                logits_all=False,
-                verbose=False,
-            )
-        ],
+    settings = ModelSettings(
+        model=args.model,
+        model_alias=args.alias,
+        n_ctx=args.context,
+        n_threads=args.threads,
+        n_threads_batch=args.threads,
+        chat_format=chat_format,
+        lora_path=args.lora,
+        # The server's default (True) computes the 262,144-way output layer for every
+        # prompt token, and keeps it: 2 GB at 2048 tokens, prompts 3-4 times slower.
+        # Without it, replies carry no logprobs.
+        logits_all=False,
+        verbose=False,
     )
+    app: Any = create_app(
+        server_settings=ServerSettings(host=args.host, port=args.port), model_settings=[settings]
+    )
+    if args.versions is not None:
+        app = _serve_versions(app, settings, args.versions, args.alias)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0
 

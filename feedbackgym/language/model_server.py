@@ -40,6 +40,7 @@ from typing import IO
 
 from feedbackgym.errors import ConfigError, DependencyNotInstalled, FeedbackGymError
 from feedbackgym.language.model_file import ModelFile, model_file
+from feedbackgym.language.versions import CURRENT, open_registry, version_name
 
 __all__ = [
     "DEFAULT_CONTEXT",
@@ -137,15 +138,22 @@ class ModelServer:
             GGUF's own (default: ``"gemma"`` for the packaged model, else ``None``).
         lora: A LoRA adapter in llama.cpp's GGUF form to apply to the model
             (llama-cpp-python's ``lora_path``; see :func:`served_adapter`).
+        versions: A version registry to serve too: a run directory (its
+            ``versions/``) or the registry's folder. Its versions are served as
+            ``NAME@vN`` and the current one (or the canary, for its share) as
+            ``NAME@current`` beside the base model ``NAME``, and follow its
+            promotions, canaries and rollbacks without a restart
+            (:mod:`~feedbackgym.language.served_versions`).
         startup_timeout_s: How long :meth:`start` waits for the server to answer.
         orphan_ok: Let the server outlive this process (``serve-model`` does not).
 
     Attributes:
         model: The model file it serves.
+        versions: The version registry it serves too, or ``None``.
         base_url: ``http://HOST:PORT/v1`` once started.
 
     Raises:
-        ConfigError: A bad number.
+        ConfigError: A bad number, a LoRA adapter with versions, or no registry at ``versions``.
         DependencyNotInstalled: The packaged model's package is missing.
     """
 
@@ -159,6 +167,7 @@ class ModelServer:
         threads: int | None = None,
         chat_template: str | None = "auto",
         lora: str | os.PathLike[str] | None = None,
+        versions: str | os.PathLike[str] | None = None,
         startup_timeout_s: float = STARTUP_TIMEOUT_S,
         orphan_ok: bool = False,
     ) -> None:
@@ -178,6 +187,9 @@ class ModelServer:
         self.lora = Path(lora) if lora is not None else None
         if self.lora is not None and not self.lora.is_file():
             raise ConfigError(f"LoRA adapter {self.lora}: no such GGUF file")
+        if self.lora is not None and versions is not None:
+            raise ConfigError("a LoRA adapter or versions, not both: each version is an adapter")
+        self.versions = open_registry(versions) if versions is not None else None
         self.startup_timeout_s = startup_timeout_s
         self.orphan_ok = orphan_ok
         self.base_url = ""
@@ -198,10 +210,43 @@ class ModelServer:
         """Whether the server process is alive."""
         return self._process is not None and self._process.poll() is None
 
-    def describe(self) -> str:
-        """The model and where it is served, in one line (the commands' first line)."""
+    def served_name(self, version: int | str | None = None) -> str:
+        """The name a request gives for ``version`` (a number, ``"current"``; ``None``: the base).
+
+        Raises:
+            ConfigError: No such version, or no versions served.
+        """
+        if version is None:
+            return self.model.name
+        if self.versions is None:
+            raise ConfigError(f"version {version}: this server serves no versions")
+        if version != CURRENT:
+            numbers = [v.number for v in self.versions.versions()]
+            if version not in numbers:
+                raise ConfigError(
+                    f"{self.versions.root}: no version {version} "
+                    f"(versions: {', '.join(map(str, numbers)) or 'none yet'})"
+                )
+        return version_name(self.model.name, version)
+
+    def describe(self, version: int | str | None = None) -> str:
+        """The model and where it is served, in one line (the commands' first line).
+
+        Args:
+            version: The version a client plays (a number or ``"current"``), named too.
+        """
         where = f"at {self.base_url} (pid {self.pid})" if self.base_url else "(not started)"
         adapter = f" with the LoRA adapter {self.lora}" if self.lora is not None else ""
+        if self.versions is not None:
+            adapter = f" with the versions of {self.versions.root}"
+            if version is not None:
+                serving = self.versions.serving()
+                which = f"version {version}"
+                if version == CURRENT:
+                    canary = f"; canary v{serving.canary} for {serving.share:.0%}"
+                    promoted = f"v{serving.current}" if serving.current else "none: the base model"
+                    which = f"the current version ({promoted}{canary if serving.canary else ''})"
+                adapter = f" with {which} of {self.versions.root} as {self.served_name(version)}"
         return f"model: {self.model}{adapter}, served by llama.cpp {where}"
 
     def exit_reason(self) -> str | None:
@@ -245,6 +290,8 @@ class ModelServer:
             command += ["--chat-template", self.chat_template]
         if self.lora is not None:
             command += ["--lora", str(self.lora)]
+        if self.versions is not None:
+            command += ["--versions", str(self.versions.root.resolve())]
         if self.orphan_ok:
             command.append("--orphan-ok")
         self._process = subprocess.Popen(

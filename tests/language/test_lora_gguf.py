@@ -1,8 +1,7 @@
 """The PEFT-to-GGUF LoRA exporter, on the packaged model's GGUF and its real server.
 
-The adapters here are real PEFT files (``adapter_config.json`` and safetensors
-weights in PEFT's names and shapes for Gemma 3 270M) with seeded random weights:
-what matters is that llama.cpp loads them and that they change what it writes.
+The adapters here are real PEFT files with seeded random weights
+(``tests/language/peft_adapters.py``).
 """
 
 import importlib.util
@@ -13,8 +12,8 @@ import pytest
 
 from feedbackgym.errors import ConfigError
 from tests.conftest import require
-
-PREFIX = "base_model.model.model.layers"
+from tests.language.peft_adapters import PREFIX
+from tests.language.peft_adapters import write_adapter as _adapter
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -26,28 +25,6 @@ def _gguf_and_the_model():
         ),
         "gguf, safetensors, torch and the packaged model (the llm-train extra)",
     )
-
-
-def _adapter(folder, *, scale=0.05, layers=range(18), config=None, drop=None, shape=None):
-    """Writes a PEFT LoRA folder on down_proj and q_proj; returns it."""
-    import torch
-    from safetensors.torch import save_file
-
-    generator = torch.Generator().manual_seed(0)
-    tensors = {}
-    for i in layers:
-        for module, inner, out in (("mlp.down_proj", 2048, 640), ("self_attn.q_proj", 640, 1024)):
-            name = f"{PREFIX}.{i}.{module}"
-            tensors[f"{name}.lora_A.weight"] = torch.randn(8, inner, generator=generator) * scale
-            tensors[f"{name}.lora_B.weight"] = torch.randn(out, 8, generator=generator) * scale
-    if shape is not None:
-        tensors[f"{PREFIX}.0.mlp.down_proj.lora_A.weight"] = torch.zeros(shape)
-    tensors.pop(drop, None)
-    folder.mkdir(parents=True, exist_ok=True)
-    save_file(tensors, folder / "adapter_model.safetensors")
-    settings = {"peft_type": "LORA", "r": 8, "lora_alpha": 16, "bias": "none"}
-    (folder / "adapter_config.json").write_text(json.dumps({**settings, **(config or {})}))
-    return folder
 
 
 def test_the_export_names_each_half_after_the_base_tensor_with_the_alpha(tmp_path):

@@ -6,15 +6,15 @@ Read it in this order: :mod:`~.llm_settings` (a run's settings),
 the prompt carries), :mod:`~.action_choice` (each reply held to the env's
 actions), :mod:`~.chat_episode` (one episode played),
 :mod:`~.grpo_rollout` (a round's groups for TRL's ``GRPOTrainer``),
-:mod:`~.run_llm` (the run directory around it), :mod:`~.versions` (each
-saved adapter a numbered version: promote, canary, rollback) and
-:mod:`~.trl_env` (the public factory that plugs the envs into your own TRL
-script). The supervised warm-up on the standard answers, whose adapter the
-RL starts from: :mod:`~.sft_data` (expert episodes as the prompts the agent
-sends) and :mod:`~.sft` (its run).
+:mod:`~.run_llm` (the run directory around it, each saved adapter a numbered
+version of :mod:`feedbackgym.language.versions`) and :mod:`~.trl_env` (the
+public factory that plugs the envs into your own TRL script). The supervised
+warm-up on the standard answers, whose adapter the RL starts from:
+:mod:`~.sft_data` (expert episodes as the prompts the agent sends) and
+:mod:`~.sft` (its run).
 
 torch, transformers, peft and trl load in the modules that use them
-(the ``llm-train`` extra); :mod:`~.versions` needs only the standard library.
+(the ``llm-train`` extra).
 
 May import: common
 """

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from feedbackgym.errors import DependencyNotInstalled
+from feedbackgym.language.versions import VersionRegistry
 from feedbackgym.protocol import SET_FEEDBACK_STATE, FeedbackState, call_envs
 from feedbackgym.training.common.device import resolve_device
 from feedbackgym.training.common.feedback_metrics import feedback_metrics
@@ -61,7 +62,6 @@ from feedbackgym.training.llm.grpo_rollout import (
     seed_prompt,
 )
 from feedbackgym.training.llm.llm_settings import LLM_RESUMABLE_CHANGES, LLMRunConfig
-from feedbackgym.training.llm.versions import VersionRegistry
 from feedbackgym.wrappers.stack import make
 
 try:

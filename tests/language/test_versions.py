@@ -5,7 +5,7 @@ import json
 import pytest
 
 from feedbackgym.cli import main
-from feedbackgym.training.llm.versions import (
+from feedbackgym.language.versions import (
     Serving,
     VersionRegistry,
     VersionRejected,
@@ -97,3 +97,4 @@ def test_the_versions_command_lists_promotes_canaries_and_rolls_back(registry, c
     assert main(["versions", str(run), "--rollback"]) == 2  # nothing promoted before 1
     assert "no earlier promoted version" in capsys.readouterr().err
     assert main(["versions", str(run / "nowhere")]) == 2
+    assert "no version registry" in capsys.readouterr().err

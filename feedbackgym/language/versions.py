@@ -19,7 +19,8 @@ atomically (a temporary file, then a rename), so a server polling it never
 reads half of one; :meth:`VersionRegistry.serving` is what it needs, and
 :func:`route` says which version answers a request: the canary for its share
 of requests (the same request key always gets the same answer), the current
-version for the rest.
+version for the rest. A model server names version ``N`` of model ``NAME``
+``NAME@vN`` (:func:`version_name`; :mod:`~feedbackgym.language.served_versions`).
 
 A version that failed its validation is never promoted (:class:`VersionRejected`);
 a rollback goes back to the version promoted before the current one, or to
@@ -56,17 +57,23 @@ from typing import Any
 from feedbackgym.errors import ConfigError, FeedbackGymError
 
 __all__ = [
+    "CURRENT",
     "REGISTRY_FILE",
     "RegistryState",
     "Serving",
     "Version",
     "VersionRegistry",
     "VersionRejected",
+    "open_registry",
     "route",
+    "version_name",
+    "version_number",
 ]
 
 REGISTRY_FILE = "registry.json"
 """The registry's one file, in its folder."""
+CURRENT = "current"
+"""A model server's ``NAME@current``: the current version, or the canary for its share."""
 
 
 class VersionRejected(FeedbackGymError, ValueError):
@@ -168,6 +175,60 @@ def route(serving: Serving, key: str) -> int | None:
     digest = hashlib.sha256(key.encode()).digest()
     draw = int.from_bytes(digest[:8], "big") / 2**64
     return serving.canary if draw < serving.share else serving.current
+
+
+def open_registry(path: str | os.PathLike[str]) -> VersionRegistry:
+    """The registry at ``path``: a run directory (its ``versions/``) or the registry's folder.
+
+    Raises:
+        ConfigError: Neither holds a ``registry.json``.
+
+    Example:
+        >>> import tempfile
+        >>> run = Path(tempfile.mkdtemp())
+        >>> _ = VersionRegistry(run / "versions").add(lambda folder: None, round=0, validation={})
+        >>> [version.number for version in open_registry(run).versions()]
+        [1]
+    """
+    source = Path(path).expanduser()
+    for root in (source, source / "versions"):
+        if (root / REGISTRY_FILE).is_file():
+            return VersionRegistry(root)
+    raise ConfigError(
+        f"{source}: no version registry ({REGISTRY_FILE} in it or in its versions/; "
+        "a train-llm run directory has one once it has saved a version)"
+    )
+
+
+def version_name(model: str, version: int | str) -> str:
+    """The name a model server gives version ``version`` (a number or ``"current"``) of ``model``.
+
+    Example:
+        >>> version_name("gemma", 2), version_name("gemma", "current")
+        ('gemma@v2', 'gemma@current')
+    """
+    return f"{model}@{version if version == CURRENT else f'v{int(version)}'}"
+
+
+def version_number(name: str, model: str) -> int | None:
+    """The version a served name ``model@vN`` names (``None``: not a numbered version).
+
+    Raises:
+        ConfigError: ``name`` is ``model@...`` but no version's name.
+
+    Example:
+        >>> version_number("gemma@v2", "gemma"), version_number("gemma@current", "gemma")
+        (2, None)
+    """
+    prefix = f"{model}@v"
+    if not name.startswith(prefix):
+        if name.startswith(f"{model}@") and name != version_name(model, CURRENT):
+            raise ConfigError(f"{name}: not a served name ({model}@vN or {model}@{CURRENT})")
+        return None
+    digits = name[len(prefix) :]
+    if not digits.isdigit():
+        raise ConfigError(f"{name}: not a served name ({model}@vN or {model}@{CURRENT})")
+    return int(digits)
 
 
 class VersionRegistry:
