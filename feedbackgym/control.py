@@ -129,12 +129,11 @@ class RewardDropAlert:
         self.smoothing = smoothing
         self.noise = noise
         self.hook = hook
-        self._smoothed: float | None = None
-        """The moving average of the round means (``None`` before the first)."""
         self._variance = 0.0
         """The moving average of the rounds' squared deviations from it."""
         self._means: list[float] = []
-        """The last smoothed mean and the falls before it that still count, oldest first."""
+        """The moving average of the round means now (last) and the smoothed means of the
+        falls before it that still count, oldest first (empty before the first round)."""
         self._spread = 0.0
         """The smoothed mean's spread when the streak began."""
         self.fired: list[int] = []
@@ -164,7 +163,6 @@ class RewardDropAlert:
     def state_dict(self) -> dict[str, Any]:
         """The moving averages, the streak counted so far and the rounds it fired at."""
         return {
-            "smoothed": self._smoothed,
             "variance": self._variance,
             "means": list(self._means),
             "spread": self._spread,
@@ -181,8 +179,6 @@ class RewardDropAlert:
             self._means = [float(m) for m in state["means"]]
         else:
             self._means = [] if state.get("last") is None else [float(state["last"])]
-        smoothed = state.get("smoothed", self._means[-1] if self._means else None)
-        self._smoothed = None if smoothed is None else float(smoothed)
         self._variance = float(state.get("variance", 0.0))
         self._spread = float(state.get("spread", 0.0))
         self.fired = [int(r) for r in state["fired"]]
@@ -208,14 +204,12 @@ class RewardDropAlert:
         return self._counts_from(first) and (first - now) / abs(first) > self.drop
 
     def _smooth(self, mean_reward: float) -> float:
-        """Moves the averages by one round's mean; returns the smoothed mean."""
-        if self._smoothed is None:
-            self._smoothed = mean_reward
+        """Moves the variance by one round's mean; returns the new moving average."""
+        if not self._means:
             return mean_reward
-        deviation = mean_reward - self._smoothed
-        self._smoothed += self.smoothing * deviation
+        deviation = mean_reward - self._means[-1]
         self._variance += self.smoothing * (deviation**2 - self._variance)
-        return self._smoothed
+        return self._means[-1] + self.smoothing * deviation
 
     def update(self, round_: int, mean_reward: float) -> bool:
         """Adds one round's mean reward; returns whether the alert fired."""
