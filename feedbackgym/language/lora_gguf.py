@@ -74,7 +74,6 @@ def gguf_tensor_name(peft_name: str, blocks: int, arch: str = "gemma3") -> tuple
         ...
         feedbackgym.errors.ConfigError: adapter tensor ...up_proj.bias: not a LoRA A or B matrix ...
     """
-    gguf = _gguf()
     module, _, rest = peft_name.removeprefix(_PEFT_PREFIX).rpartition(".lora_")
     half = _HALVES.get("lora_" + rest.removesuffix(".weight")) if module else None
     if half is None or not rest.endswith(".weight"):
@@ -82,18 +81,23 @@ def gguf_tensor_name(peft_name: str, blocks: int, arch: str = "gemma3") -> tuple
             f"adapter tensor {peft_name}: not a LoRA A or B matrix "
             "(only plain LoRA exports to GGUF)"
         )
-    try:
-        architecture = next(a for a, n in gguf.MODEL_ARCH_NAMES.items() if n == arch)
-    except StopIteration:
-        raise ConfigError(f"base model architecture {arch!r}: unknown to gguf") from None
-    name = gguf.get_tensor_name_map(architecture, blocks).get_name(
-        module + ".weight", try_suffixes=(".weight",)
-    )
+    name = _tensor_names(arch, blocks).get_name(module + ".weight", try_suffixes=(".weight",))
     if name is None:
         raise ConfigError(
             f"adapter tensor {peft_name}: the {arch} model has no tensor for {module}"
         )
     return name, half
+
+
+@functools.lru_cache(maxsize=4)
+def _tensor_names(arch: str, blocks: int) -> Any:
+    """The map from Hugging Face to GGUF tensor names for a model (gguf's; built once: ~4 ms)."""
+    gguf = _gguf()
+    try:
+        architecture = next(a for a, n in gguf.MODEL_ARCH_NAMES.items() if n == arch)
+    except StopIteration:
+        raise ConfigError(f"base model architecture {arch!r}: unknown to gguf") from None
+    return gguf.get_tensor_name_map(architecture, blocks)
 
 
 def _adapter_config(source: Path) -> dict[str, Any]:
