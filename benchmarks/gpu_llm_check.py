@@ -67,7 +67,8 @@ def warm_up(chat: Any, episodes: int, max_turns: int) -> tuple[float, int]:
     import gymnasium as gym
     import torch
 
-    from feedbackgym.training.llm.chat_turns import EpisodeText
+    from feedbackgym.feedback.llm import PromptTemplate
+    from feedbackgym.language.episode_chat import EpisodeChat
 
     env = gym.make(ENV_ID, obs_mode="text", max_episode_steps=max_turns)
     meanings = env.unwrapped.action_meanings
@@ -77,9 +78,13 @@ def warm_up(chat: Any, episodes: int, max_turns: int) -> tuple[float, int]:
     torch.cuda.synchronize()
     start = time.perf_counter()
     for seed in range(episodes):
-        text = EpisodeText(ENV_ID, meanings, seed)
+        text = EpisodeChat(PromptTemplate.load("agent"), ENV_ID, tuple(meanings), seed)
         obs, _ = env.reset(seed=seed)
-        ids = chat.encode(chat.turns.opening_text(chat.bos, text.system(), text.user(obs, None)))
+        ids = chat.encode(
+            chat.turns.opening_text(
+                chat.bos, text.system()["content"], text.user(obs, None)["content"]
+            )
+        )
         labels = [-100] * len(ids)
         done = False
         while not done:
@@ -89,7 +94,7 @@ def warm_up(chat: Any, episodes: int, max_turns: int) -> tuple[float, int]:
             obs, _, terminated, truncated, _ = env.step(action)
             done = terminated or truncated
             if not done:
-                turn = chat.encode(chat.turns.next_text(text.user(obs, None)))
+                turn = chat.encode(chat.turns.next_text(text.user(obs, None)["content"]))
                 ids, labels = ids + turn, labels + [-100] * len(turn)
         batch = torch.tensor([ids], device=chat.device)
         loss = chat.model(input_ids=batch, labels=torch.tensor([labels], device=chat.device)).loss

@@ -8,11 +8,16 @@
   by a grammar, prompts sized to the context): step latency p50 and p99 (the
   model's reply), episodes per minute, invalid replies, fallbacks, success,
   the largest prompt in tokens and how often the prompt window dropped steps;
+  once with the default ``--turns delta`` (later user turns carry only the
+  observation's new lines, so each prompt extends the one before and
+  llama.cpp's cache holds the episode so far) and once with ``--turns full``
+  (every observation whole), the same seeds on the same server;
 * the same loop against the stand-in chat server (not a language model: it
   answers the expert's action), whose figures are the loop's own cost.
 
 Usage:
     python benchmarks/llm_agent.py [--episodes 3] [--max-steps N] [--threads N] [--seed 0]
+        [--adapter PATH]
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import numpy as np
 import feedbackgym  # noqa: F401 (registers the envs)
 from feedbackgym.feedback.llm import ChatClient
 from feedbackgym.language.agent_loop import DEFAULT_CONTEXT, AgentResult, prompt_budget, run_agent
-from feedbackgym.language.model_server import ModelServer
+from feedbackgym.language.model_server import ModelServer, served_adapter
 from feedbackgym.language.prompt_window import PromptWindow, token_counter
 from feedbackgym.language.stand_in_server import stand_in_server
 
@@ -90,12 +95,19 @@ def play(
     seed: int,
     env_kwargs: dict[str, Any],
     context: int | None = DEFAULT_CONTEXT,
+    turns: str = "delta",
 ) -> dict[str, Any]:
     """Plays the episodes; returns the loop's figures."""
     results: list[AgentResult] = []
     start = time.perf_counter()
     for result in run_agent(
-        ENV_ID, client, episodes=episodes, seed=seed, env_kwargs=env_kwargs, context=context
+        ENV_ID,
+        client,
+        episodes=episodes,
+        seed=seed,
+        env_kwargs=env_kwargs,
+        context=context,
+        turns=turns,
     ):
         results.append(result)
     minutes = (time.perf_counter() - start) / 60
@@ -119,19 +131,23 @@ def main() -> None:
     parser.add_argument("--max-steps", type=int, default=None, help="cap each episode's length")
     parser.add_argument("--threads", type=int, default=None, help="the server's (default: all)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--adapter", default=None, help="a LoRA adapter the model plays with")
     args = parser.parse_args()
     env_kwargs = {} if args.max_steps is None else {"max_episode_steps": args.max_steps}
     print(f"{os.cpu_count()} CPU cores; {ENV_ID}, {args.episodes} episodes from seed {args.seed}")
     rows = []
-    with ModelServer(threads=args.threads) as server:
+    lora = served_adapter(args.adapter) if args.adapter else None
+    with ModelServer(threads=args.threads, lora=lora) as server:
         print(server.describe())
         prompt_tps, generation_tps = token_speeds(server.base_url, server.model.name)
         print(
             f"packaged model: prompt processing {prompt_tps:.0f} tokens/s, "
             f"generation {generation_tps:.0f} tokens/s"
         )
-        client = TimedClient(server.base_url, server.model.name, timeout_s=120)
-        rows.append((server.model.name, play(client, args.episodes, args.seed, env_kwargs)))
+        for turns in ("delta", "full"):
+            client = TimedClient(server.base_url, server.model.name, timeout_s=120)
+            row = play(client, args.episodes, args.seed, env_kwargs, turns=turns)
+            rows.append((f"{server.model.name}, --turns {turns}", row))
     with stand_in_server() as url:
         client = TimedClient(url, "stand-in", timeout_s=120)
         # the whole chat: the stand-in replays it to find the expert's action

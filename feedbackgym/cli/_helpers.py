@@ -68,6 +68,16 @@ def add_kwarg_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_turns_option(parser: argparse.ArgumentParser) -> None:
+    """Adds ``--turns delta|full``: what a later user turn of an episode's chat carries."""
+    parser.add_argument(
+        "--turns",
+        choices=("delta", "full"),
+        default="delta",
+        help="later user turns: the observation's new lines (delta, default) or all of it",
+    )
+
+
 def parse_kwargs(pairs: Iterable[str]) -> dict[str, Any]:
     """Turns ``--kwarg KEY=VALUE`` arguments into keyword arguments.
 

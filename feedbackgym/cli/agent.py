@@ -5,9 +5,9 @@ Usage::
     feedbackgym agent --env ID [--model-file PATH | --base-url URL [--model NAME]]
         [--adapter PATH | --versions RUN_DIR [--version N|current]]
         [--episodes N] [--attempts K] [--arm ARM] [--seed S] [--out PATH] [--round NAME]
-        [--feedback builtin|llm] [--memory K] [--retries R] [--timeout SECONDS]
-        [--context TOKENS] [--threads N] [--constrain grammar|json|none] [--max-errors N]
-        [--kwarg KEY=VALUE ...]
+        [--feedback builtin|llm] [--memory K] [--turns delta|full] [--retries R]
+        [--timeout SECONDS] [--context TOKENS] [--threads N] [--constrain grammar|json|none]
+        [--max-errors N] [--kwarg KEY=VALUE ...]
 
 Without ``--base-url`` it starts a local llama.cpp server on loopback for the
 packaged model (or ``--model-file``) and stops it when it ends
@@ -36,7 +36,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from feedbackgym.cli._helpers import CommandError, add_kwarg_option, parse_kwargs, positive_int
+from feedbackgym.cli._helpers import (
+    CommandError,
+    add_kwarg_option,
+    add_turns_option,
+    parse_kwargs,
+    positive_int,
+)
 from feedbackgym.experts import default_dataset_path
 from feedbackgym.language.agent_arms import ARMS, DEFAULT_ARM
 
@@ -130,6 +136,7 @@ def add_commands(commands: Any) -> None:
         default=3,
         help="reviews of earlier episodes (attempts, in the review arms) in the prompt",
     )
+    add_turns_option(agent)
     agent.add_argument(
         "--retries", type=int, default=1, help="asks again after a reply that names no action"
     )
@@ -256,6 +263,7 @@ def _play(
             retries=args.retries,
             context=context,
             max_errors=args.max_errors,
+            turns=args.turns,
         ):
             episodes, successes = episodes + 1, successes + r.success
             by_attempt.setdefault(r.attempt, []).append(r.success)

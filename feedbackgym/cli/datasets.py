@@ -9,6 +9,7 @@ Usage::
     feedbackgym datasets prune PATH [--config FILE] [--dry-run]
     feedbackgym datasets gather SRC [SRC ...] DEST
     feedbackgym datasets export-chat PATH [--out FILE] [--memory K] [--round NAME]
+        [--turns delta|full]
 
 ``inspect`` lists the files it cannot read (their episodes left out) and
 fails only when it can read no episode at all. h5py loads only when one of
@@ -23,7 +24,13 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from feedbackgym.cli._helpers import add_kwarg_option, parse_kwargs, positive_int, table
+from feedbackgym.cli._helpers import (
+    add_kwarg_option,
+    add_turns_option,
+    parse_kwargs,
+    positive_int,
+    table,
+)
 from feedbackgym.experts import DATASETS_PATH_ENV, SPLITS, default_dataset_path
 from feedbackgym.rollout import POLICIES
 
@@ -99,6 +106,7 @@ def add_commands(commands: Any) -> None:
         "--memory", type=int, default=3, help="the agent's --memory, to rebuild its prompts"
     )
     chat.add_argument("--round", default=None, help="only this round's episodes")
+    add_turns_option(chat)
     chat.set_defaults(run=_cmd_export_chat)
 
 
@@ -199,7 +207,9 @@ def _cmd_export_chat(args: argparse.Namespace) -> int:
 
     if not args.path.exists():
         raise StoreError(f"no store at {args.path}")
-    count = export_chat(args.path, args.out or sys.stdout, memory=args.memory, round=args.round)
+    count = export_chat(
+        args.path, args.out or sys.stdout, memory=args.memory, round=args.round, turns=args.turns
+    )
     print(f"{count} episodes written to {args.out or 'stdout'}", file=sys.stderr)
     return 0
 

@@ -53,6 +53,7 @@ from typing import Any
 
 from feedbackgym.cli._helpers import (
     add_kwarg_option,
+    add_turns_option,
     fraction,
     make_env,
     parse_kwargs,
@@ -94,9 +95,7 @@ def add_commands(commands: Any) -> None:
     parser.add_argument(
         "--max-tokens", type=positive_int, default=2048, help="longest episode sequence"
     )
-    parser.add_argument(
-        "--turns", choices=("delta", "full"), default="delta", help="later observations: new lines"
-    )
+    add_turns_option(parser)
     parser.add_argument("--memory", type=int, default=3, help="reviews of earlier attempts shown")
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--learning-rate", type=float, default=5e-5)
@@ -234,6 +233,7 @@ def _add_sft(commands: Any) -> None:
         help="the agent arm the demos play in",
     )
     parser.add_argument("--memory", type=int, default=3, help="reviews in the system message")
+    add_turns_option(parser)
     parser.add_argument(
         "--dropout", type=fraction, default=0.5, help="chance a hint is withheld (default 0.5)"
     )
@@ -279,6 +279,7 @@ def _cmd_sft(args: argparse.Namespace) -> int:
         adapter=args.adapter,
         arm=args.arm,
         memory=args.memory,
+        turns=args.turns,
         dropout=args.dropout,
         dropout_scope=args.dropout_scope,
         context=args.context or DEFAULT_CONTEXT,

@@ -4,8 +4,9 @@ Each episode is one chat. The system message (the built-in ``agent`` prompt,
 or your own template) names the env, lists its actions, carries the texts of
 the last ``memory`` reviews of earlier episodes (Reflexion-style memory) and
 ends with the episode (env id, seed, keyword arguments) as JSON; each user
-message is an observation with the hint given with it, if any; each assistant
-message is the action taken, as the env words it.
+message is an observation (by default only its lines that are new since the
+last one) with the hint given with it, if any; each assistant message is the
+action taken, as the env words it (:mod:`~feedbackgym.language.episode_chat`).
 
 Each reply is asked for as exactly one of the env's current actions (the
 client's ``constrain``: a llama.cpp grammar by default, see
@@ -50,6 +51,7 @@ from feedbackgym.errors import ChatError, ConfigError, FeedbackGymError, Invalid
 from feedbackgym.feedback.llm import DEFAULT_TIMEOUT_S, ChatClient, PromptTemplate
 from feedbackgym.language.agent_arms import DEFAULT_ARM, AgentArm, LabelAttempt, agent_arm
 from feedbackgym.language.agent_arms import attempt_label as _attempt_label
+from feedbackgym.language.episode_chat import DEFAULT_TURNS, EpisodeChat
 from feedbackgym.language.prompt_window import TURN_TOKENS, PromptWindow, token_counter
 from feedbackgym.protocol import FEEDBACK, IS_SUCCESS, OUTCOME
 
@@ -132,44 +134,6 @@ class ReviewMemory:
             return ""
         items = "".join("- " + text.replace("\n", "\n  ") + "\n" for text in texts)
         return f"\nReviews of your earlier attempts, most recent last:\n{items}"
-
-
-class _Chat:
-    """Builds one episode's messages from a template (the loop and the export share it)."""
-
-    def __init__(self, template: PromptTemplate, env: gym.Env[Any, Any], seed: int | None) -> None:
-        self.template = template
-        spec = env.spec
-        self.env_id = spec.id if spec is not None else type(env.unwrapped).__name__
-        self.meanings: tuple[str, ...] = tuple(_unwrapped(env).action_meanings)
-        self._fields = {
-            "env_id": self.env_id,
-            "actions": "".join(f"- {m}\n" for m in self.meanings),
-            "episode": json.dumps(
-                {
-                    "kind": "episode",
-                    "env_id": self.env_id,
-                    "seed": seed,
-                    "kwargs": dict(spec.kwargs) if spec is not None else {},
-                },
-                sort_keys=True,
-            ),
-        }
-
-    def system(self, memory: ReviewMemory, limit: int | None = None) -> dict[str, str]:
-        return self._messages(memory=memory.render(limit), observation="", hint="")[0]
-
-    def user(self, observation: Any, hint: Mapping[str, Any] | None) -> dict[str, str]:
-        text = observation if isinstance(observation, str) else observation["text"]
-        hint_text = f"\n\n{hint['text']}" if hint else ""
-        return self._messages(memory="", observation=text, hint=hint_text)[1]
-
-    def assistant(self, action: Any) -> dict[str, str]:
-        name = self.meanings[action] if isinstance(action, int) else str(action)
-        return {"role": "assistant", "content": name}
-
-    def _messages(self, **fields: str) -> list[dict[str, str]]:
-        return self.template.messages(**self._fields, **fields)
 
 
 @dataclass
@@ -257,6 +221,8 @@ class ChatAgent:
         max_errors: Failed calls in a row after which the model is taken to be
             down (see :class:`ModelUnavailable`).
         reply_tokens: The most tokens a reply may take.
+        turns: What a later user turn carries: ``"delta"`` (the observation's
+            new lines) or ``"full"`` (:mod:`~feedbackgym.language.episode_chat`).
 
     Attributes:
         down: Why the model is taken to be down (``""`` while it answers).
@@ -281,6 +247,7 @@ class ChatAgent:
         window: PromptWindow | None = None,
         max_errors: int = DEFAULT_MAX_ERRORS,
         reply_tokens: int = REPLY_TOKENS,
+        turns: str = DEFAULT_TURNS,
     ) -> None:
         if retries < 0 or max_errors < 1 or reply_tokens < 1:
             raise ConfigError(
@@ -299,6 +266,8 @@ class ChatAgent:
         self.window = window
         self.max_errors = max_errors
         self.reply_tokens = reply_tokens
+        self.turns = turns
+        EpisodeChat(self.template, "", (), None, turns=turns)  # an unknown mode fails here
         self.down = ""
         self._errors_in_row = 0
 
@@ -318,7 +287,7 @@ class ChatAgent:
         """
         obs, info = env.reset(seed=seed)
         self._seeds.append(seed)
-        chat = _Chat(self.template, env, seed)
+        chat = EpisodeChat.for_env(self.template, env, seed, turns=self.turns)
         fallback = _fallback_action(env, self.fallback)
         truncation = _truncation(env)
         counts = dict.fromkeys(("invalid_replies", "model_errors", "fallbacks", "hints"), 0)
@@ -326,14 +295,16 @@ class ChatAgent:
         self._remember(info)  # a late review of an earlier episode
         memory = self.memory_for(seed)
         hint = _feedback(info, "guide") if hints else None
-        messages = [self._system(chat, memory, chat.user(obs, hint), counts)]
+        first: dict[str, str] | None = chat.user(obs, hint)
+        messages = [self._system(chat, memory, first, counts)]
         if self.window is not None:
             self.window.reset()
         length, total, done, stopped = 0, 0.0, False, ""
         while not done:
             hint = _feedback(info, "guide") if hints else None
             counts["hints"] += hint is not None
-            messages.append(chat.user(obs, hint))
+            messages.append(first or chat.user(obs, hint))
+            first = None
             action = None if self.down else self._act(env, messages, counts)
             if action is None:
                 action = fallback
@@ -379,7 +350,7 @@ class ChatAgent:
 
     def _system(
         self,
-        chat: _Chat,
+        chat: EpisodeChat,
         memory: ReviewMemory,
         first: dict[str, str],
         counts: dict[str, int],
@@ -534,6 +505,7 @@ def run_agent(
     template: str | os.PathLike[str] | None = None,
     context: int | None = None,
     max_errors: int = DEFAULT_MAX_ERRORS,
+    turns: str = DEFAULT_TURNS,
 ) -> Iterator[AgentResult]:
     """Plays ``episodes`` seeds (``seed, seed + 1, ...``) ``attempts`` times each, yielding each.
 
@@ -567,6 +539,7 @@ def run_agent(
             counted by the server's tokenizer when it has an endpoint for it,
             else bounded by UTF-8 bytes. ``None``: the whole chat each step.
         max_errors: Failed calls in a row that stop the run.
+        turns: What a later user turn carries (``"delta"`` or ``"full"``).
 
     Raises:
         FeedbackGymError: The env has no text observation, or a generator,
@@ -603,6 +576,7 @@ def run_agent(
         template=template,
         window=window,
         max_errors=max_errors,
+        turns=turns,
     )
     env: gym.Env[Any, Any] = _Truncation(_text_env(env_id, env_kwargs or {}))
     recorder = None
@@ -685,7 +659,7 @@ def prompt_budget(context: int, reply_tokens: int = REPLY_TOKENS) -> int:
 
 
 def chat_records(
-    episodes: Iterable[Episode], *, memory: int = DEFAULT_MEMORY
+    episodes: Iterable[Episode], *, memory: int = DEFAULT_MEMORY, turns: str = DEFAULT_TURNS
 ) -> Iterator[dict[str, Any]]:
     """The stored episodes as chats: the messages the agent loop sent, and its answers.
 
@@ -703,6 +677,7 @@ def chat_records(
     Args:
         episodes: Episodes in the order they were recorded (per shard).
         memory: The agent's memory bound.
+        turns: The agent's turn mode (``"delta"`` or ``"full"``), to rebuild its prompts.
     """
     from feedbackgym.datasets.episode import FeedbackType
 
@@ -719,7 +694,7 @@ def chat_records(
         env = _stored_env(episode)
         try:
             env.reset(seed=meta.seed)  # some envs word their actions per episode
-            chat = _Chat(template, env, meta.seed)
+            chat = EpisodeChat.for_env(template, env, meta.seed, turns=turns)
         finally:
             env.close()
         hints = {e.row: e.payload for e in episode.events if e.type & FeedbackType.GUIDE}
@@ -773,6 +748,7 @@ def export_chat(
     *,
     memory: int = DEFAULT_MEMORY,
     round: str | None = None,
+    turns: str = DEFAULT_TURNS,
 ) -> int:
     """Writes a store's episodes as JSONL chats (see :func:`chat_records`); returns how many.
 
@@ -781,6 +757,7 @@ def export_chat(
         out: A file path, or an open text file.
         memory: The agent's memory bound, to rebuild its prompts.
         round: Only this round's episodes (default: all).
+        turns: The agent's turn mode, to rebuild its prompts.
 
     Raises:
         StoreError: The store cannot be read.
@@ -789,10 +766,11 @@ def export_chat(
 
     filters = {} if round is None else {"round": round}
     episodes = TrajectoryStore(store).iter_episodes(**filters)  # type: ignore[arg-type]
+    records = chat_records(episodes, memory=memory, turns=turns)
     if isinstance(out, (str, os.PathLike)):
         with Path(out).open("w") as file:
-            return _write(chat_records(episodes, memory=memory), file)
-    return _write(chat_records(episodes, memory=memory), out)
+            return _write(records, file)
+    return _write(records, out)
 
 
 def _write(records: Iterable[dict[str, Any]], file: IO[str]) -> int:

@@ -240,3 +240,34 @@ def test_an_adapter_that_is_neither_gguf_nor_peft_is_a_clear_error(tmp_path):
     assert served_adapter(gguf) == gguf  # taken as it is
     args = ["agent", "--env", "feedbackgym/OpsIncidentEasy-v0", "--adapter", str(gguf)]
     assert main([*args, "--base-url", "http://127.0.0.1:9/v1"]) == 2  # a local server's option
+
+
+def test_delta_turns_make_each_prompt_extend_the_one_before(url):
+    client = ChatClient(url, "stand-in")
+    prompts = []
+    original = client.reply
+
+    def reply(messages, **kwargs):
+        prompts.append([dict(m) for m in messages])
+        return original(messages, **kwargs)
+
+    client.reply = reply
+    (result,) = run_agent(ENV, client, episodes=1, context=8192)  # counted in bytes here
+    assert result.success and len(prompts) == result.length > 3
+    for before, after in zip(prompts, prompts[1:], strict=False):
+        assert after[: len(before)] == before  # a server's prefix cache holds the whole chat
+    users = [m["content"] for m in result.messages if m["role"] == "user"]
+    assert users[0].startswith("Goal:") and not any("Goal:" in u for u in users[1:])
+
+
+def test_full_turns_repeat_each_observation_and_export_rebuilds_them(url, tmp_path):
+    client = ChatClient(url, "stand-in")
+    results = list(run_agent(ENV, client, episodes=2, store=tmp_path, turns="full"))
+    users = [m["content"] for m in results[0].messages if m["role"] == "user"]
+    assert all(u.startswith("Goal:") for u in users)
+    out = tmp_path / "chats.jsonl"
+    export_chat(tmp_path, out, turns="full")
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["messages"] for r in records] == [r.messages for r in results]
+    with pytest.raises(FeedbackGymError, match="turns must be one of delta, full"):
+        next(run_agent(ENV, client, episodes=1, turns="whole"))

@@ -162,7 +162,7 @@ def test_the_loss_is_the_models_own_over_the_labels_with_logits_only_where_they_
 def _sft(model, out, *more):
     args = ["sft", "--env", ENV, "--model", str(model), "--out", str(out)]
     args += [] if "--chats" in more else ["--demos", "2"]
-    args += ["--epochs", "2", "--batch", "2", "--learning-rate", "1e-2", "--device", "cpu"]
+    args += ["--epochs", "2", "--batch", "1", "--learning-rate", "1e-2", "--device", "cpu"]
     args += ["--cpu-threads", "1", "--save-every", "1", "--kwarg", "max_episode_steps=8"]
     assert main([*args, *more]) == 0
 

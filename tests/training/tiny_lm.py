@@ -81,7 +81,9 @@ def _expert_sequence(tokenizer, env_id, seed, max_steps):
     """An expert episode as the trainer's tokens, and labels on the expert's replies."""
     import gymnasium as gym
 
-    from feedbackgym.training.llm.chat_turns import EpisodeText, TurnFormat
+    from feedbackgym.feedback.llm import PromptTemplate
+    from feedbackgym.language.episode_chat import EpisodeChat
+    from feedbackgym.training.llm.chat_turns import TurnFormat
 
     turns = TurnFormat.load()
 
@@ -90,9 +92,13 @@ def _expert_sequence(tokenizer, env_id, seed, max_steps):
 
     env = gym.make(env_id, obs_mode="text", max_episode_steps=max_steps)
     meanings = env.unwrapped.action_meanings
-    text = EpisodeText(env_id, meanings, seed)
+    text = EpisodeChat(PromptTemplate.load("agent"), env_id, tuple(meanings), seed)
     obs, _ = env.reset(seed=seed)
-    ids = encode(turns.opening_text(tokenizer.bos_token, text.system(), text.user(obs, None)))
+    ids = encode(
+        turns.opening_text(
+            tokenizer.bos_token, text.system()["content"], text.user(obs, None)["content"]
+        )
+    )
     labels = [-100] * len(ids)
     done = False
     while not done:
@@ -102,7 +108,7 @@ def _expert_sequence(tokenizer, env_id, seed, max_steps):
         obs, _, terminated, truncated, _ = env.step(action)
         done = terminated or truncated
         if not done:
-            turn = encode(turns.next_text(text.user(obs, None)))
+            turn = encode(turns.next_text(text.user(obs, None)["content"]))
             ids, labels = ids + turn, labels + [-100] * len(turn)
     env.close()
     return ids, labels

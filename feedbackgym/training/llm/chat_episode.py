@@ -23,7 +23,9 @@ from typing import Any
 
 import gymnasium as gym
 
+from feedbackgym.feedback.llm import PromptTemplate
 from feedbackgym.language.agent_loop import ReviewMemory
+from feedbackgym.language.episode_chat import EpisodeChat
 from feedbackgym.protocol import ENV_REWARD, FEEDBACK, IS_SUCCESS, OUTCOME
 from feedbackgym.training.llm.action_choice import (
     ActionTrie,
@@ -31,9 +33,10 @@ from feedbackgym.training.llm.action_choice import (
     choose_action,
 )
 from feedbackgym.training.llm.causal_lm import ChatModel
-from feedbackgym.training.llm.chat_turns import EpisodeText
 
 __all__ = ["EpisodeTokens", "play_episode"]
+
+_AGENT_PROMPT = PromptTemplate.load("agent")
 
 
 @dataclass
@@ -142,19 +145,11 @@ def play_episode(
     unwrapped: Any = env.unwrapped
     meanings = tuple(unwrapped.action_meanings)
     trie = trie if trie is not None else chat.trie(meanings)
-    spec = env.spec
-    text = EpisodeText(
-        spec.id if spec is not None else type(unwrapped).__name__,
-        meanings,
-        seed,
-        {k: v for k, v in (spec.kwargs if spec is not None else {}).items()},
-        memory=memory,
-        turns=turns,
-    )
+    text = EpisodeChat.for_env(_AGENT_PROMPT, env, seed, turns=turns)
     result = EpisodeTokens(seed=seed, memory=len(memory.texts) if memory is not None else 0)
-    system = text.system()
+    system = text.system(memory)["content"]
     hint = _feedback(info, "guide")
-    user = text.user(obs, hint)
+    user = text.user(obs, hint)["content"]
     result.hints += hint is not None
     result.messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
     result.prompt_ids = chat.encode(chat.turns.opening_text(chat.bos, system, user))
@@ -177,7 +172,7 @@ def play_episode(
         if done:
             break
         hint = _feedback(info, "guide")
-        user = text.user(obs, hint)
+        user = text.user(obs, hint)["content"]
         turn = chat.encode(chat.turns.next_text(user))
         if max_tokens is not None and (
             len(result.prompt_ids) + len(result.completion_ids) + len(turn) + trie_depth(trie)

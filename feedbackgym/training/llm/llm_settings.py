@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from feedbackgym.config import FeedbackConfig, merge_config
+from feedbackgym.language.episode_chat import TURN_MODES
 from feedbackgym.training.common.arms import ArmFeedback, checked_keep_checkpoints
 from feedbackgym.training.common.run_settings import config_json
-from feedbackgym.training.llm.chat_turns import TURN_MODES
 
 __all__ = ["DEFAULT_ARM", "LLM_RESUMABLE_CHANGES", "LLMRunConfig"]
 

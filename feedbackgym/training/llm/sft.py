@@ -44,6 +44,7 @@ from feedbackgym.config import GuideConfig
 from feedbackgym.errors import DependencyNotInstalled
 from feedbackgym.language.agent_arms import DEFAULT_ARM, agent_arm
 from feedbackgym.language.agent_loop import DEFAULT_MEMORY, prompt_budget
+from feedbackgym.language.episode_chat import DEFAULT_TURNS, TURN_MODES
 from feedbackgym.language.model_server import DEFAULT_CONTEXT
 from feedbackgym.language.prompt_window import PromptWindow
 from feedbackgym.training.common.device import resolve_device
@@ -102,6 +103,7 @@ class SFTConfig:
         adapter: A saved PEFT adapter to start from (``None``: a new one).
         arm: The agent arm the demos are played in (its hints and reviews in the prompt).
         memory: Reviews the system message carries (the agent's ``--memory``).
+        turns: What a later user turn carries (the agent's ``--turns``).
         dropout: Chance a hint is withheld (the arms' guide dropout).
         dropout_scope: ``"episode"`` or ``"step"``.
         context: The served model's context (the agent's ``--context``): prompts
@@ -129,6 +131,7 @@ class SFTConfig:
     adapter: str | None = None
     arm: str = DEFAULT_ARM
     memory: int = DEFAULT_MEMORY
+    turns: str = DEFAULT_TURNS
     dropout: float = _GUIDE.dropout
     dropout_scope: str = _GUIDE.dropout_scope
     context: int = DEFAULT_CONTEXT
@@ -158,6 +161,8 @@ class SFTConfig:
         if not self.learning_rate > 0:
             raise ValueError(f"learning_rate must be above 0, got {self.learning_rate}")
         agent_arm(self.arm)  # an unknown arm fails here, before the model loads
+        if self.turns not in TURN_MODES:
+            raise ValueError(f"turns must be one of {', '.join(TURN_MODES)}, got {self.turns!r}")
         prompt_budget(self.context)
 
     def to_json(self) -> str:
@@ -235,6 +240,7 @@ def _chats(config: SFTConfig, window: PromptWindow, path: Path) -> list[list[dic
             seed=config.seed,
             arm=config.arm,
             memory=config.memory,
+            turns=config.turns,
             dropout=config.dropout,
             dropout_scope=config.dropout_scope,
             window=window,

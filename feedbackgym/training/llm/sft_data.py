@@ -50,6 +50,7 @@ from feedbackgym.experts import held_out_seeds
 from feedbackgym.feedback.llm import ChatClient
 from feedbackgym.language.agent_arms import DEFAULT_ARM, LabelAttempt
 from feedbackgym.language.agent_loop import DEFAULT_MEMORY, ChatAgent
+from feedbackgym.language.episode_chat import DEFAULT_TURNS
 from feedbackgym.language.llama_process import render_chat
 from feedbackgym.language.prompt_window import PromptWindow
 
@@ -143,6 +144,7 @@ def expert_chats(
     seed: int = 0,
     arm: str = DEFAULT_ARM,
     memory: int = DEFAULT_MEMORY,
+    turns: str = DEFAULT_TURNS,
     dropout: float = _GUIDE.dropout,
     dropout_scope: str = _GUIDE.dropout_scope,
     window: PromptWindow | None = None,
@@ -161,6 +163,7 @@ def expert_chats(
         seed: The first seed.
         arm: The agent's arm (its hints and the reviews its system message carries).
         memory: Reviews the system message carries.
+        turns: What a later user turn carries (``"delta"`` or ``"full"``).
         dropout: Chance a hint is withheld (per ``dropout_scope``: step or episode).
         dropout_scope: ``"episode"`` or ``"step"``.
         window: The agent's prompt window (it sizes the reviews in the system message).
@@ -184,7 +187,9 @@ def expert_chats(
             env, channels=("info",), dropout=dropout, dropout_scope=dropout_scope
         )
         env = reviewed = AddReview(env, channels=("info",))
-        agent = ChatAgent(ExpertReplies(env), memory=memory, arm=arm, retries=0, window=window)
+        agent = ChatAgent(
+            ExpertReplies(env), memory=memory, arm=arm, retries=0, window=window, turns=turns
+        )
         hinted.set_weight(1.0 if agent.arm.hints_on(1) else 0.0)
         reviewed.set_weight(1.0 if agent.arm.reviews else 0.0)
         for n in range(episodes):

@@ -50,14 +50,16 @@ from typing import Any
 from feedbackgym.config import FeedbackConfig, merge_config
 from feedbackgym.control import FeedbackController
 from feedbackgym.errors import DependencyNotInstalled, InvalidAction
+from feedbackgym.feedback.llm import PromptTemplate
 from feedbackgym.language.agent_loop import ReviewMemory
+from feedbackgym.language.episode_chat import EpisodeChat
 from feedbackgym.protocol import FEEDBACK, IS_SUCCESS
 from feedbackgym.training.common.arms import arm_config
-from feedbackgym.training.llm.chat_turns import EpisodeText
 from feedbackgym.wrappers.stack import make, resolve_feedback
 
 __all__ = ["FeedbackEnvironments", "FeedbackEpisode"]
 
+_AGENT_PROMPT = PromptTemplate.load("agent")
 _TEXT_CHANNELS = {"guide": {"channels": ["info"]}, "review": {"channels": ["info"]}}
 
 
@@ -71,7 +73,7 @@ class FeedbackEpisode:
     def __init__(self, owner: FeedbackEnvironments, env: Any) -> None:
         self._owner = owner
         self._env = env
-        self._text: EpisodeText | None = None
+        self._text: EpisodeChat | None = None
         self._seed = 0
         self._done = True
         self._reward = 0.0
@@ -89,17 +91,18 @@ class FeedbackEpisode:
         self._seed = int(seed) if seed is not None else owner.next_seed()
         obs, info = self._env.reset(seed=self._seed)
         unwrapped = self._env.unwrapped
-        self._text = EpisodeText(
+        self._text = EpisodeChat(
+            _AGENT_PROMPT,
             owner.env_id,
             tuple(unwrapped.action_meanings),
             self._seed,
             owner.env_kwargs,
-            memory=owner.memory(self._seed),
             turns="full",
         )
+        system = self._text.system(owner.memory(self._seed))["content"]
         self._done, self._reward, self._success = False, 0.0, False
         hint = info.get(FEEDBACK, {}).get("guide") or None
-        return f"{self._text.system()}\n\n{self._text.user(obs, hint)}"
+        return f"{system}\n\n{self._text.user(obs, hint)['content']}"
 
     def act(self, action: str) -> str:
         """Takes one action in the environment.
@@ -122,9 +125,9 @@ class FeedbackEpisode:
             self._done = True
             self._success = bool(info.get(IS_SUCCESS, False))
             self._owner.episode_ended(self._seed, self._reward, self._success, info)
-            return f"{self._text.user(obs, None)}\nThe episode is over."
+            return f"{self._text.user(obs, None)['content']}\nThe episode is over."
         hint = info.get(FEEDBACK, {}).get("guide") or None
-        return self._text.user(obs, hint)
+        return self._text.user(obs, hint)["content"]
 
     def get_reward(self) -> float:
         """The episode's return so far (TRL's reward for the rollout)."""
