@@ -295,8 +295,9 @@ class ChatAgent:
         self._remember(info)  # a late review of an earlier episode
         memory = self.memory_for(seed)
         hint = _feedback(info, "guide") if hints else None
-        first: dict[str, str] | None = chat.user(obs, hint)
-        messages = [self._system(chat, memory, first, counts)]
+        opening = chat.user(obs, hint)
+        messages = [self._system(chat, memory, opening, counts)]
+        first: dict[str, str] | None = opening
         if self.window is not None:
             self.window.reset()
         length, total, done, stopped = 0, 0.0, False, ""
