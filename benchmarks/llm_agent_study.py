@@ -1,4 +1,4 @@
-"""The language-agent feedback study: the packaged model, as is and warmed up, in each agent arm.
+r"""The language-agent feedback study: the packaged model, as is and warmed up, in each agent arm.
 
 Plays each model (the packaged Gemma 3 270M base model as is, or with a
 warm-up adapter from ``feedbackgym sft``) on the env's held-out seeds in each
@@ -20,8 +20,8 @@ by attempt with 95% bootstrap CIs over the seeds, solved within the attempts,
 P(improvement) over ``sparse``), ``results.csv`` and ``success_by_attempt.png``.
 
 Usage:
-    python benchmarks/llm_agent_study.py --env feedbackgym/OpsIncidentEasy-v0 \\
-        --model base --model sft10=runs/sft-10/adapter --seeds 30 --attempts 3 \\
+    python benchmarks/llm_agent_study.py --env feedbackgym/OpsIncidentEasy-v0 \
+        --model base --model sft10=runs/sft-10/adapter --seeds 30 --attempts 3 \
         --out runs/llm-study --resume
     python benchmarks/llm_agent_study.py --report runs/llm-study
 """
