@@ -113,6 +113,8 @@ def play_cell(
                 store=folder / "store",
                 context=context,
             ):
+                if result.stopped:  # cut short: run_agent raises next, the seed is played again
+                    continue
                 file.write(json.dumps(result_dict(result)) + "\n")
                 file.flush()
     minutes = (time.perf_counter() - start) / 60

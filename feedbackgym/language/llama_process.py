@@ -45,8 +45,10 @@ from feedbackgym.language.choice_mask import ChoiceMask
 
 __all__ = [
     "CHAT_TEMPLATES",
+    "cpu_has_amx",
     "main",
     "mask_choice_grammars",
+    "plain_cpu_buffers",
     "register_chat_template",
     "render_chat",
 ]
@@ -157,6 +159,50 @@ def mask_choice_grammars() -> None:
     llama_cpp.Llama.create_completion = create_completion  # type: ignore[method-assign]
 
 
+def cpu_has_amx(cpuinfo: str = "/proc/cpuinfo") -> bool:
+    """Whether the CPU has Intel's AMX tiles (``amx_tile`` among ``/proc/cpuinfo``'s flags).
+
+    Example:
+        >>> cpu_has_amx("/nonexistent")
+        False
+    """
+    try:
+        with open(cpuinfo) as file:
+            return any(line.startswith("flags") and "amx_tile" in line.split() for line in file)
+    except OSError:
+        return False
+
+
+def plain_cpu_buffers() -> None:
+    """Makes llama-cpp-python load models without llama.cpp's extra CPU buffer types.
+
+    On a CPU with AMX, llama.cpp puts the weights in AMX buffers, and the
+    packaged model's first decode then crashes the process (SIGSEGV, with or
+    without a LoRA adapter; llama-cpp-python 0.3.36, seen on these machines).
+    Without the extra buffer types (``use_extra_bufts``, which llama-cpp-python
+    does not expose: its default parameters are patched, in this process only)
+    the weights stay in plain CPU memory and the same replies come.
+
+    Raises:
+        DependencyNotInstalled: llama-cpp-python is not installed.
+    """
+    try:
+        import llama_cpp.llama_cpp as api
+    except ImportError as error:
+        raise DependencyNotInstalled.for_extra("llama-cpp-python", "llm") from error
+    default = api.llama_model_default_params
+    if getattr(default, "plain", False):
+        return
+
+    def params() -> Any:
+        chosen = default()
+        chosen.use_extra_bufts = False
+        return chosen
+
+    params.plain = True  # type: ignore[attr-defined]
+    api.llama_model_default_params = params
+
+
 def _serve_versions(app: Any, settings: Any, root: str, alias: str) -> Any:
     """The server's app with the versions in ``root`` served too (``NAME@vN``, ``NAME@current``).
 
@@ -201,6 +247,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ImportError as error:
         raise DependencyNotInstalled.for_extra("llama-cpp-python", "llm") from error
     mask_choice_grammars()
+    if cpu_has_amx():
+        plain_cpu_buffers()
     chat_format = register_chat_template(args.chat_template) if args.chat_template else None
     settings = ModelSettings(
         model=args.model,
