@@ -248,3 +248,21 @@ def test_the_agent_plays_the_packaged_model_with_a_warmed_up_adapter(tmp_path):
     (episode,) = [line for line in lines if line.startswith("seed ")]
     assert "invalid replies 0 model errors 0 fallbacks 0" in episode, episode
     assert _gone(pid) and _server_processes() <= before
+
+
+def test_on_a_cpu_with_amx_the_server_loads_the_model_in_plain_cpu_buffers(tmp_path):
+    from feedbackgym.language.llama_process import cpu_has_amx
+
+    with_amx, without = tmp_path / "amx", tmp_path / "plain"
+    with_amx.write_text("processor\t: 0\nflags\t\t: fpu sse avx512f amx_bf16 amx_tile amx_int8\n")
+    without.write_text("processor\t: 0\nflags\t\t: fpu sse avx2 amx_tiles_not\n")
+    assert cpu_has_amx(str(with_amx)) and not cpu_has_amx(str(without))
+    check = (
+        "import llama_cpp.llama_cpp as api\n"
+        "from feedbackgym.language.llama_process import plain_cpu_buffers\n"
+        "assert api.llama_model_default_params().use_extra_bufts\n"
+        "plain_cpu_buffers(); plain_cpu_buffers()\n"
+        "assert not api.llama_model_default_params().use_extra_bufts\n"
+    )
+    run = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 0, run.stderr
