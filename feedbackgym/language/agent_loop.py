@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -51,7 +50,12 @@ from feedbackgym.errors import ChatError, ConfigError, FeedbackGymError, Invalid
 from feedbackgym.feedback.llm import DEFAULT_TIMEOUT_S, ChatClient, PromptTemplate
 from feedbackgym.language.agent_arms import DEFAULT_ARM, AgentArm, LabelAttempt, agent_arm
 from feedbackgym.language.agent_arms import attempt_label as _attempt_label
-from feedbackgym.language.episode_chat import DEFAULT_TURNS, EpisodeChat
+from feedbackgym.language.episode_chat import (
+    DEFAULT_MEMORY,
+    DEFAULT_TURNS,
+    EpisodeChat,
+    ReviewMemory,
+)
 from feedbackgym.language.prompt_window import TURN_TOKENS, PromptWindow, token_counter
 from feedbackgym.protocol import FEEDBACK, IS_SUCCESS, OUTCOME
 
@@ -75,8 +79,6 @@ __all__ = [
     "run_agent",
 ]
 
-DEFAULT_MEMORY = 3
-"""How many reviews of earlier episodes the system message carries."""
 ROUND = "agent"
 """The store round the loop's episodes go to unless told otherwise."""
 DEFAULT_CONTEXT = 2048
@@ -91,49 +93,6 @@ _CORRECTION_TOKENS = 64
 
 class ModelUnavailable(ChatError):
     """The model failed ``max_errors`` calls in a row: the episode in flight was truncated there."""
-
-
-class ReviewMemory:
-    r"""The texts of the last ``bound`` reviews, oldest first (Reflexion-style memory).
-
-    Args:
-        bound: How many reviews are kept (0: none).
-
-    Example:
-        >>> memory = ReviewMemory(2)
-        >>> for n in range(3):
-        ...     memory.add({"text": f"review {n}\n- Reuse steps 0-{n}."})
-        >>> print(memory.render())
-        <BLANKLINE>
-        Reviews of your earlier attempts, most recent last:
-        - review 1
-          - Reuse steps 0-1.
-        - review 2
-          - Reuse steps 0-2.
-        <BLANKLINE>
-    """
-
-    def __init__(self, bound: int = DEFAULT_MEMORY) -> None:
-        if bound < 0:
-            raise ConfigError(f"memory must be at least 0, got {bound}")
-        self.texts: deque[str] = deque(maxlen=bound)
-
-    def add(self, review: Mapping[str, Any] | None) -> None:
-        """Keeps ``review``'s text (``Review.to_dict()``; empty or ``None``: nothing)."""
-        if review and self.texts.maxlen:
-            self.texts.append(str(review["text"]))
-
-    def render(self, limit: int | None = None) -> str:
-        """The memory as the system message shows it (``""`` when empty).
-
-        Args:
-            limit: Show only the ``limit`` most recent reviews (default: all kept).
-        """
-        texts = list(self.texts)[len(self.texts) - limit :] if limit is not None else self.texts
-        if not texts or limit == 0:
-            return ""
-        items = "".join("- " + text.replace("\n", "\n  ") + "\n" for text in texts)
-        return f"\nReviews of your earlier attempts, most recent last:\n{items}"
 
 
 @dataclass

@@ -34,18 +34,26 @@ Example:
 from __future__ import annotations
 
 import json
+from collections import deque
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import gymnasium as gym
 
 from feedbackgym.errors import ConfigError
 from feedbackgym.feedback.llm import PromptTemplate
 
-if TYPE_CHECKING:
-    from feedbackgym.language.agent_loop import ReviewMemory
+__all__ = [
+    "DEFAULT_MEMORY",
+    "DEFAULT_TURNS",
+    "TURN_MODES",
+    "EpisodeChat",
+    "ReviewMemory",
+    "new_lines",
+]
 
-__all__ = ["DEFAULT_TURNS", "TURN_MODES", "EpisodeChat", "new_lines"]
+DEFAULT_MEMORY = 3
+"""How many reviews of earlier episodes the system message carries."""
 
 TURN_MODES = ("delta", "full")
 """What a later user turn carries: the new lines of the observation, or all of it."""
@@ -62,6 +70,49 @@ def new_lines(previous: str, current: str) -> str:
     """
     seen = set(previous.splitlines())
     return "\n".join(line for line in current.splitlines() if line not in seen)
+
+
+class ReviewMemory:
+    r"""The texts of the last ``bound`` reviews, oldest first (Reflexion-style memory).
+
+    Args:
+        bound: How many reviews are kept (0: none).
+
+    Example:
+        >>> memory = ReviewMemory(2)
+        >>> for n in range(3):
+        ...     memory.add({"text": f"review {n}\n- Reuse steps 0-{n}."})
+        >>> print(memory.render())
+        <BLANKLINE>
+        Reviews of your earlier attempts, most recent last:
+        - review 1
+          - Reuse steps 0-1.
+        - review 2
+          - Reuse steps 0-2.
+        <BLANKLINE>
+    """
+
+    def __init__(self, bound: int = DEFAULT_MEMORY) -> None:
+        if bound < 0:
+            raise ConfigError(f"memory must be at least 0, got {bound}")
+        self.texts: deque[str] = deque(maxlen=bound)
+
+    def add(self, review: Mapping[str, Any] | None) -> None:
+        """Keeps ``review``'s text (``Review.to_dict()``; empty or ``None``: nothing)."""
+        if review and self.texts.maxlen:
+            self.texts.append(str(review["text"]))
+
+    def render(self, limit: int | None = None) -> str:
+        """The memory as the system message shows it (``""`` when empty).
+
+        Args:
+            limit: Show only the ``limit`` most recent reviews (default: all kept).
+        """
+        texts = list(self.texts)[len(self.texts) - limit :] if limit is not None else self.texts
+        if not texts or limit == 0:
+            return ""
+        items = "".join("- " + text.replace("\n", "\n  ") + "\n" for text in texts)
+        return f"\nReviews of your earlier attempts, most recent last:\n{items}"
 
 
 class EpisodeChat:
