@@ -177,7 +177,8 @@ def report(root: Path, attempts: int) -> None:
     envs = sorted(p for p in root.iterdir() if p.is_dir())
     figure, axes = plt.subplots(1, len(envs), figsize=(5.5 * len(envs), 4), squeeze=False)
     for env_dir, axis in zip(envs, axes[0], strict=True):
-        for model_dir in sorted(p for p in env_dir.iterdir() if p.is_dir()):
+        models = sorted(p for p in env_dir.iterdir() if p.is_dir())
+        for model_index, model_dir in enumerate(models):
             cells = {
                 arm: _cell_rows(model_dir / arm)
                 for arm in ARMS
@@ -206,6 +207,8 @@ def report(root: Path, attempts: int) -> None:
                     range(1, attempts + 1),
                     matrix.mean(axis=0),
                     marker="o",
+                    color=f"C{list(ARMS).index(arm)}",  # an arm's colour, a model's line
+                    linestyle=("-", "--", ":", "-.")[model_index % 4],
                     label=f"{model_dir.name} {arm}",
                 )
         axis.set_title(env_dir.name)
