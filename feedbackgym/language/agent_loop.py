@@ -55,6 +55,7 @@ from feedbackgym.language.episode_chat import (
     DEFAULT_TURNS,
     EpisodeChat,
     ReviewMemory,
+    check_turns,
 )
 from feedbackgym.language.prompt_window import TURN_TOKENS, PromptWindow, token_counter
 from feedbackgym.protocol import FEEDBACK, IS_SUCCESS, OUTCOME
@@ -225,8 +226,7 @@ class ChatAgent:
         self.window = window
         self.max_errors = max_errors
         self.reply_tokens = reply_tokens
-        self.turns = turns
-        EpisodeChat(self.template, "", (), None, turns=turns)  # an unknown mode fails here
+        self.turns = check_turns(turns)
         self.down = ""
         self._errors_in_row = 0
 

@@ -49,6 +49,7 @@ __all__ = [
     "TURN_MODES",
     "EpisodeChat",
     "ReviewMemory",
+    "check_turns",
     "new_lines",
 ]
 
@@ -59,6 +60,23 @@ TURN_MODES = ("delta", "full")
 """What a later user turn carries: the new lines of the observation, or all of it."""
 DEFAULT_TURNS = "delta"
 """The turn mode the agent, the warm-up and the trainer use unless told otherwise."""
+
+
+def check_turns(turns: str) -> str:
+    """``turns`` when it is one of :data:`TURN_MODES`.
+
+    Raises:
+        ConfigError: It is not.
+
+    Example:
+        >>> check_turns("whole")
+        Traceback (most recent call last):
+        ...
+        feedbackgym.errors.ConfigError: turns must be one of delta, full, got 'whole'
+    """
+    if turns not in TURN_MODES:
+        raise ConfigError(f"turns must be one of {', '.join(TURN_MODES)}, got {turns!r}")
+    return turns
 
 
 def new_lines(previous: str, current: str) -> str:
@@ -140,12 +158,10 @@ class EpisodeChat:
         *,
         turns: str = DEFAULT_TURNS,
     ) -> None:
-        if turns not in TURN_MODES:
-            raise ConfigError(f"turns must be one of {', '.join(TURN_MODES)}, got {turns!r}")
+        self.turns = check_turns(turns)
         self.template = template
         self.env_id = env_id
         self.meanings = meanings
-        self.turns = turns
         self._fields = {
             "env_id": env_id,
             "actions": "".join(f"- {m}\n" for m in meanings),

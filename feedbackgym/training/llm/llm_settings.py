@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from feedbackgym.config import FeedbackConfig, merge_config
-from feedbackgym.language.episode_chat import TURN_MODES
+from feedbackgym.language.episode_chat import check_turns
 from feedbackgym.training.common.arms import ArmFeedback, checked_keep_checkpoints
 from feedbackgym.training.common.run_settings import config_json
 
@@ -127,8 +127,7 @@ class LLMRunConfig(ArmFeedback):
             )
         if not self.temperature > 0:
             raise ValueError(f"temperature must be above 0 (GRPO samples), got {self.temperature}")
-        if self.turns not in TURN_MODES:
-            raise ValueError(f"turns must be one of {', '.join(TURN_MODES)}, got {self.turns!r}")
+        check_turns(self.turns)
         if self.restart_demos:
             raise ValueError("restart_demos: the LLM trainer has no restarts")
         self.arm_config(self.feedback)  # checks the arm and the overrides before the run starts

@@ -44,7 +44,7 @@ from feedbackgym.config import GuideConfig
 from feedbackgym.errors import DependencyNotInstalled
 from feedbackgym.language.agent_arms import DEFAULT_ARM, agent_arm
 from feedbackgym.language.agent_loop import DEFAULT_MEMORY, prompt_budget
-from feedbackgym.language.episode_chat import DEFAULT_TURNS, TURN_MODES
+from feedbackgym.language.episode_chat import DEFAULT_TURNS, check_turns
 from feedbackgym.language.model_server import DEFAULT_CONTEXT
 from feedbackgym.language.prompt_window import PromptWindow
 from feedbackgym.training.common.device import resolve_device
@@ -161,8 +161,7 @@ class SFTConfig:
         if not self.learning_rate > 0:
             raise ValueError(f"learning_rate must be above 0, got {self.learning_rate}")
         agent_arm(self.arm)  # an unknown arm fails here, before the model loads
-        if self.turns not in TURN_MODES:
-            raise ValueError(f"turns must be one of {', '.join(TURN_MODES)}, got {self.turns!r}")
+        check_turns(self.turns)
         prompt_budget(self.context)
 
     def to_json(self) -> str:
