@@ -357,6 +357,7 @@ def _grpo_args(config: LLMRunConfig, first_round: int, device: torch.device) -> 
         seed=config.seed + first_round,
         use_cpu=device.type == "cpu",
         bf16=device.type == "cuda",
+        gradient_checkpointing=device.type == "cuda",  # a CPU's episodes are short: recomputing costs
         dataloader_num_workers=0,
     )
 
@@ -375,7 +376,7 @@ def train_llm_run(
         progress: Called with the env steps done after each round.
     """
     from datasets import Dataset
-    from trl import GRPOTrainer
+    from feedbackgym.training.llm.chosen_token_grpo import ChosenTokenGRPOTrainer
 
     device = resolve_device(config.device)
     if device.type == "cpu":
@@ -443,7 +444,7 @@ def train_llm_run(
             for round_ in range(first_round, config.rounds)
             for seed in config.round_seeds(round_)
         ]
-        trainer = GRPOTrainer(
+        trainer = ChosenTokenGRPOTrainer(
             model=chat.model,
             reward_funcs=episode_return_reward,
             args=_grpo_args(config, first_round, device),
