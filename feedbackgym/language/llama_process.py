@@ -41,6 +41,7 @@ from typing import Any
 from feedbackgym._process import exit_with_parent
 from feedbackgym.errors import DependencyNotInstalled
 from feedbackgym.feedback.llm import choices_of_grammar
+from feedbackgym.language.choice_decode import choice_completion, prompt_tokens
 from feedbackgym.language.choice_mask import ChoiceMask
 
 __all__ = [
@@ -148,6 +149,18 @@ def mask_choice_grammars() -> None:
         choices = choices_of_grammar(grammar._grammar) if grammar is not None else None
         if choices:
             tokens = [self.tokenize(c.encode(), add_bos=False, special=False) for c in choices]
+            prompt = kwargs.get("prompt", args[0] if args else "")
+            walked = _walkable(kwargs) and prompt_tokens(self, prompt)
+            if walked:
+                spelled = {tuple(t): c for t, c in zip(tokens, choices, strict=True) if t}
+                return choice_completion(
+                    self,
+                    walked,
+                    spelled,
+                    temperature=float(kwargs.get("temperature", 0.8)),
+                    seed=kwargs.get("seed"),
+                    model=kwargs.get("model") or self.model_path,
+                )
             mask = ChoiceMask([t for t in tokens if t], end=self.token_eos())
             kwargs["grammar"] = None
             kwargs["logits_processor"] = llama_cpp.LogitsProcessorList(
@@ -157,6 +170,16 @@ def mask_choice_grammars() -> None:
 
     create_completion.masks_choices = True  # type: ignore[attr-defined]
     llama_cpp.Llama.create_completion = create_completion  # type: ignore[method-assign]
+
+
+def _walkable(request: Mapping[str, Any]) -> bool:
+    """Whether a completion request can take :func:`choice_completion`'s path (one plain reply)."""
+    return not (
+        request.get("stream")
+        or request.get("logprobs") is not None
+        or request.get("echo")
+        or request.get("suffix") is not None
+    )
 
 
 def cpu_has_amx(cpuinfo: str = "/proc/cpuinfo") -> bool:

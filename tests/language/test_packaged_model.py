@@ -266,3 +266,53 @@ def test_on_a_cpu_with_amx_the_server_loads_the_model_in_plain_cpu_buffers(tmp_p
     )
     run = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, cwd=ROOT)
     assert run.returncode == 0, run.stderr
+
+
+def test_a_choice_reply_walks_the_choices_tokens_and_matches_the_masked_sampler():
+    import gymnasium as gym
+    import llama_cpp
+
+    import feedbackgym  # noqa: F401
+    from feedbackgym.feedback.llm import choice_grammar
+    from feedbackgym.language.choice_mask import ChoiceMask
+    from feedbackgym.language.llama_process import (
+        cpu_has_amx,
+        mask_choice_grammars,
+        plain_cpu_buffers,
+    )
+    from feedbackgym.language.model_file import model_file
+
+    if cpu_has_amx():
+        plain_cpu_buffers()
+    mask_choice_grammars()
+    llm = llama_cpp.Llama(
+        model_path=str(model_file().path), n_ctx=2048, n_threads=1, logits_all=False, verbose=False
+    )
+    env = gym.make("feedbackgym/OpsIncidentEasy-v0", obs_mode="text")
+    actions = list(env.unwrapped.action_meanings)
+    grammar = llama_cpp.LlamaGrammar.from_string(choice_grammar(actions), verbose=False)
+    tokens = [llm.tokenize(a.encode(), add_bos=False, special=False) for a in actions]
+    prompt = "Actions: " + ", ".join(actions) + "\n" + env.reset(seed=5)[0] + "\nAction:"
+    for turn in range(3):  # each turn extends the last: the cache keeps the shared prefix
+        prompt += f"\nStep {turn}:"
+        walked = llm.create_completion(prompt=prompt, grammar=grammar, temperature=0.0)
+        assert walked["choices"][0]["text"] in actions
+        assert llm.n_tokens < walked["usage"]["total_tokens"]  # forced tokens never fed
+        masked = llm.create_completion(  # no grammar: llama-cpp-python's own sampler, masked
+            prompt=prompt,
+            temperature=0.0,
+            max_tokens=32,
+            logits_processor=llama_cpp.LogitsProcessorList(
+                [ChoiceMask(tokens, end=llm.token_eos())]
+            ),
+        )
+        assert walked["choices"][0]["text"] == masked["choices"][0]["text"]
+        assert walked["usage"] == masked["usage"]
+    sampled = {
+        llm.create_completion(prompt=prompt, grammar=grammar, temperature=5.0, seed=seed)[
+            "choices"
+        ][0]["text"]
+        for seed in range(8)
+    }
+    assert sampled <= set(actions) and len(sampled) > 1
+    env.close()

@@ -357,7 +357,6 @@ def _grpo_args(config: LLMRunConfig, first_round: int, device: torch.device) -> 
         seed=config.seed + first_round,
         use_cpu=device.type == "cpu",
         bf16=device.type == "cuda",
-        gradient_checkpointing=device.type == "cuda",  # a CPU's episodes are short: recomputing costs
         dataloader_num_workers=0,
     )
 
