@@ -55,6 +55,7 @@ from feedbackgym.language.episode_chat import (
     DEFAULT_TURNS,
     EpisodeChat,
     ReviewMemory,
+    agent_template,
     check_turns,
 )
 from feedbackgym.language.prompt_window import TURN_TOKENS, PromptWindow, token_counter
@@ -642,7 +643,7 @@ def chat_records(
     from feedbackgym.datasets.episode import FeedbackType
 
     memories: dict[tuple[Any, ...], ReviewMemory] = {}
-    template = PromptTemplate.load("agent")
+    template = agent_template()
     for episode in episodes:
         meta = episode.meta
         arm_name, attempt = _attempt_label(meta.env_spec)

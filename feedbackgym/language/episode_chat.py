@@ -33,6 +33,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import deque
 from collections.abc import Mapping
@@ -49,6 +50,7 @@ __all__ = [
     "TURN_MODES",
     "EpisodeChat",
     "ReviewMemory",
+    "agent_template",
     "check_turns",
     "new_lines",
 ]
@@ -60,6 +62,17 @@ TURN_MODES = ("delta", "full")
 """What a later user turn carries: the new lines of the observation, or all of it."""
 DEFAULT_TURNS = "delta"
 """The turn mode the agent, the warm-up and the trainer use unless told otherwise."""
+
+
+@functools.cache
+def agent_template() -> PromptTemplate:
+    """The built-in ``agent`` prompt template, loaded once a process.
+
+    Example:
+        >>> agent_template() is agent_template()
+        True
+    """
+    return PromptTemplate.load("agent")
 
 
 def check_turns(turns: str) -> str:

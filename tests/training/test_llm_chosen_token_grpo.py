@@ -1,4 +1,4 @@
-"""The LLM trainer's loss pass: the output layer only at the model's choices, same numbers as TRL's."""
+"""The LLM trainer's loss pass: the output layer only at the model's choices, as TRL computes it."""
 
 import contextlib
 import types

@@ -23,9 +23,8 @@ from typing import Any
 
 import gymnasium as gym
 
-from feedbackgym.feedback.llm import PromptTemplate
 from feedbackgym.language.agent_loop import ReviewMemory
-from feedbackgym.language.episode_chat import EpisodeChat
+from feedbackgym.language.episode_chat import EpisodeChat, agent_template
 from feedbackgym.protocol import ENV_REWARD, FEEDBACK, IS_SUCCESS, OUTCOME
 from feedbackgym.training.llm.action_choice import (
     ActionTrie,
@@ -35,8 +34,6 @@ from feedbackgym.training.llm.action_choice import (
 from feedbackgym.training.llm.causal_lm import ChatModel
 
 __all__ = ["EpisodeTokens", "play_episode"]
-
-_AGENT_PROMPT = PromptTemplate.load("agent")
 
 
 @dataclass
@@ -145,7 +142,7 @@ def play_episode(
     unwrapped: Any = env.unwrapped
     meanings = tuple(unwrapped.action_meanings)
     trie = trie if trie is not None else chat.trie(meanings)
-    text = EpisodeChat.for_env(_AGENT_PROMPT, env, seed, turns=turns)
+    text = EpisodeChat.for_env(agent_template(), env, seed, turns=turns)
     result = EpisodeTokens(seed=seed, memory=len(memory.texts) if memory is not None else 0)
     system = text.system(memory)["content"]
     hint = _feedback(info, "guide")

@@ -12,7 +12,7 @@ masked loss never reads. Everything else is TRL's.
 
 Example:
     >>> scored_positions(torch.tensor([[0, 1, 1, 0]]), completion_start=10)
-    [[10, 11]]
+    [[11, 12]]
 """
 
 from __future__ import annotations

@@ -375,6 +375,7 @@ def train_llm_run(
         progress: Called with the env steps done after each round.
     """
     from datasets import Dataset
+
     from feedbackgym.training.llm.chosen_token_grpo import ChosenTokenGRPOTrainer
 
     device = resolve_device(config.device)

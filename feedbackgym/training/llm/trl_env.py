@@ -50,16 +50,14 @@ from typing import Any
 from feedbackgym.config import FeedbackConfig, merge_config
 from feedbackgym.control import FeedbackController
 from feedbackgym.errors import DependencyNotInstalled, InvalidAction
-from feedbackgym.feedback.llm import PromptTemplate
 from feedbackgym.language.agent_loop import ReviewMemory
-from feedbackgym.language.episode_chat import EpisodeChat
+from feedbackgym.language.episode_chat import EpisodeChat, agent_template
 from feedbackgym.protocol import FEEDBACK, IS_SUCCESS
 from feedbackgym.training.common.arms import arm_config
 from feedbackgym.wrappers.stack import make, resolve_feedback
 
 __all__ = ["FeedbackEnvironments", "FeedbackEpisode"]
 
-_AGENT_PROMPT = PromptTemplate.load("agent")
 _TEXT_CHANNELS = {"guide": {"channels": ["info"]}, "review": {"channels": ["info"]}}
 
 
@@ -92,7 +90,7 @@ class FeedbackEpisode:
         obs, info = self._env.reset(seed=self._seed)
         unwrapped = self._env.unwrapped
         self._text = EpisodeChat(
-            _AGENT_PROMPT,
+            agent_template(),
             owner.env_id,
             tuple(unwrapped.action_meanings),
             self._seed,
