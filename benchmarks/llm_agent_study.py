@@ -158,12 +158,35 @@ def success_matrix(rows: list[dict[str, Any]], attempts: int) -> np.ndarray:
     return matrix
 
 
+def _matrices(
+    model_dir: Path, attempts: int
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, np.ndarray]]:
+    """A model's episodes and success matrices (seeds x attempts), arm by arm."""
+    cells = {
+        arm: _cell_rows(model_dir / arm)
+        for arm in ARMS
+        if (model_dir / arm / "episodes.jsonl").exists()
+    }
+    return cells, {arm: success_matrix(rows, attempts) for arm, rows in cells.items() if rows}
+
+
 def _fmt(mean: float, ci: tuple[float, float]) -> str:
     return f"{mean:.0%} [{ci[0]:.0%}, {ci[1]:.0%}]"
 
 
-def report(root: Path, attempts: int) -> None:
-    """Writes ``results.md``, ``results.csv`` and ``success_by_attempt.png`` under ``root``."""
+def _versus(matrix: np.ndarray, base: np.ndarray) -> str:
+    """P(a seed of ``matrix`` ends above one of ``base``) at the last attempt, with its CI."""
+    p = probability_of_improvement(matrix[:, -1], base[:, -1])
+    low, high = probability_of_improvement_ci(matrix[:, -1], base[:, -1])
+    return f"{p:.2f} [{low:.2f}, {high:.2f}]"
+
+
+def report(root: Path, attempts: int, versus: str | None = None) -> None:
+    """Writes ``results.md``, ``results.csv`` and ``success_by_attempt.png`` under ``root``.
+
+    ``versus`` names a model each other model is compared with, arm by arm
+    (a column of P(> that model) at the last attempt).
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -171,35 +194,34 @@ def report(root: Path, attempts: int) -> None:
 
     header = ["env", "model", "arm", "seeds", "episodes"]
     header += [f"attempt {k}" for k in range(1, attempts + 1)]
-    header += [f"solved within {attempts}", "P(> sparse) at the last attempt", "invalid replies"]
+    header += [f"solved within {attempts}", "P(> sparse) at the last attempt"]
+    header += [f"P(> {versus}) at the last attempt"] if versus else []
+    header += ["invalid replies"]
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     table: list[list[str]] = []
     envs = sorted(p for p in root.iterdir() if p.is_dir())
     figure, axes = plt.subplots(1, len(envs), figsize=(5.5 * len(envs), 4), squeeze=False)
     for env_dir, axis in zip(envs, axes[0], strict=True):
         models = sorted(p for p in env_dir.iterdir() if p.is_dir())
+        of_models = {model_dir.name: _matrices(model_dir, attempts) for model_dir in models}
         for model_index, model_dir in enumerate(models):
-            cells = {
-                arm: _cell_rows(model_dir / arm)
-                for arm in ARMS
-                if (model_dir / arm / "episodes.jsonl").exists()
-            }
-            matrices = {arm: success_matrix(rows, attempts) for arm, rows in cells.items() if rows}
+            cells, matrices = of_models[model_dir.name]
             for arm, matrix in matrices.items():
                 rows = cells[arm]
                 by_attempt = [
                     _fmt(matrix[:, k].mean(), bootstrap_ci(matrix[:, k])) for k in range(attempts)
                 ]
                 solved = matrix.max(axis=1)
-                versus = "-"
+                over_sparse = "-"
                 if arm != "sparse" and "sparse" in matrices:
-                    base = matrices["sparse"][:, -1]
-                    p = probability_of_improvement(matrix[:, -1], base)
-                    low, high = probability_of_improvement_ci(matrix[:, -1], base)
-                    versus = f"{p:.2f} [{low:.2f}, {high:.2f}]"
+                    over_sparse = _versus(matrix, matrices["sparse"])
                 cells_row = [env_dir.name, model_dir.name, arm, str(len(matrix)), str(len(rows))]
                 cells_row += by_attempt
-                cells_row += [_fmt(solved.mean(), bootstrap_ci(solved)), versus]
+                cells_row += [_fmt(solved.mean(), bootstrap_ci(solved)), over_sparse]
+                if versus:
+                    other = of_models.get(versus, ({}, {}))[1].get(arm)
+                    usable = other is not None and model_dir.name != versus
+                    cells_row += [_versus(matrix, other) if usable else "-"]
                 cells_row += [str(sum(r["invalid_replies"] for r in rows))]
                 table.append(cells_row)
                 lines.append("| " + " | ".join(cells_row) + " |")
@@ -240,9 +262,10 @@ def main() -> None:
     parser.add_argument("--out", default="runs/llm-study")
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--report", type=Path, default=None, help="write the tables of a study")
+    parser.add_argument("--versus", default=None, help="compare each model with this one")
     args = parser.parse_args()
     if args.report is not None:
-        report(args.report, args.attempts)
+        report(args.report, args.attempts, args.versus)
         return
     for arm in args.arms:
         agent_arm(arm)  # an unknown arm fails before any server starts

@@ -84,3 +84,17 @@ def test_one_attempt_stands_for_all_where_nothing_carries_over():
         [{"seed": 1, "attempt": a, "success": a == 2} for a in (1, 2, 3)], 3
     )
     assert np.array_equal(matrix, [[0, 1, 0]])
+
+
+def test_the_report_compares_each_model_with_the_one_named_arm_by_arm(url, tmp_path):
+    expert, failing = ChatClient(url, "stand-in"), ChatClient(url, "stand-in:bad-json", timeout_s=5)
+    root = tmp_path / "OpsIncidentEasy-v0"
+    study.play_cell(expert, ENV, "sparse", SEEDS, 1, root / "trained" / "sparse", CONTEXT)
+    study.play_cell(failing, ENV, "sparse", SEEDS, 1, root / "start" / "sparse", CONTEXT)
+    study.report(tmp_path, 1, versus="start")
+    table = (tmp_path / "results.md").read_text().splitlines()
+    assert table[0].endswith("| P(> start) at the last attempt | invalid replies |")
+    trained = next(line for line in table if "| trained |" in line)
+    start = next(line for line in table if "| start |" in line)
+    assert trained.endswith("| 1.00 [1.00, 1.00] | 0 |")
+    assert "% | - | - | " in start  # sparse is not compared with itself, nor a model
