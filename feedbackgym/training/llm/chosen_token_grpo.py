@@ -56,7 +56,7 @@ class ChosenTokenGRPOTrainer(GRPOTrainer):
         finally:
             self._scored = None
 
-    def _get_per_token_logps_and_entropies(  # type: ignore[override]
+    def _get_per_token_logps_and_entropies(
         self,
         model: Any,
         input_ids: torch.Tensor,
