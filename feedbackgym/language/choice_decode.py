@@ -19,7 +19,7 @@ The reply is the same string the grammar path
 Example:
     >>> last = lambda spelled, allowed: allowed[-1]
     >>> walk_choices(ChoiceMask([[5, 6], [5, 7, 8]], end=0), last)
-    ([5, 7, 8], 1)
+    [5, 7, 8]
 """
 
 from __future__ import annotations
@@ -36,9 +36,7 @@ from feedbackgym.language.choice_mask import ChoiceMask
 __all__ = ["choice_completion", "prompt_tokens", "walk_choices"]
 
 
-def walk_choices(
-    mask: ChoiceMask, pick: Callable[[list[int], list[int]], int]
-) -> tuple[list[int], int]:
+def walk_choices(mask: ChoiceMask, pick: Callable[[list[int], list[int]], int]) -> list[int]:
     """Spells one of ``mask``'s choices, asking ``pick`` only where they branch.
 
     Args:
@@ -48,21 +46,17 @@ def walk_choices(
             the allowed.
 
     Returns:
-        The choice's tokens, and how many times ``pick`` was asked.
+        The choice's tokens.
     """
     spelled: list[int] = []
-    asked = 0
     while True:
         allowed = mask.allowed(spelled)
         if allowed == [mask.end]:
-            return spelled, asked
-        if len(allowed) == 1:  # the only continuation: no need to ask
-            spelled.append(allowed[0])
-            continue
-        asked += 1
-        token = pick(spelled, allowed)
+            return spelled
+        # the only continuation is taken without asking
+        token = allowed[0] if len(allowed) == 1 else pick(spelled, allowed)
         if token == mask.end:
-            return spelled, asked
+            return spelled
         spelled.append(token)
 
 
@@ -143,7 +137,7 @@ def choice_completion(
         model: The reply's ``model`` field.
     """
     mask = ChoiceMask(list(choices), end=llama.token_eos())
-    tokens, _ = walk_choices(
+    tokens = walk_choices(
         mask, _ModelPick(llama, _keep_cached_prefix(llama, prompt), temperature, seed)
     )
     text = choices.get(tuple(tokens), "")

@@ -23,8 +23,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from feedbackgym.language.agent_loop import ReviewMemory
-from feedbackgym.language.episode_chat import EpisodeChat, agent_template
+from feedbackgym.language.episode_chat import EpisodeChat, ReviewMemory, agent_template
 from feedbackgym.protocol import ENV_REWARD, FEEDBACK, IS_SUCCESS, OUTCOME
 from feedbackgym.training.llm.action_choice import (
     ActionTrie,

@@ -32,7 +32,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from feedbackgym.language.agent_loop import ReviewMemory
+from feedbackgym.language.episode_chat import ReviewMemory
 from feedbackgym.training.llm.action_choice import rollout_threads
 from feedbackgym.training.llm.causal_lm import ChatModel
 from feedbackgym.training.llm.chat_episode import EpisodeTokens, play_episode

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from feedbackgym.errors import DependencyNotInstalled
+from feedbackgym.language.episode_chat import ReviewMemory
 from feedbackgym.language.versions import VersionRegistry
 from feedbackgym.protocol import SET_FEEDBACK_STATE, FeedbackState, call_envs
 from feedbackgym.training.common.device import resolve_device
@@ -431,10 +432,8 @@ def train_llm_run(
         )
         if checkpoint is not None:
             for seed, texts in checkpoint.get("memories", {}).items():
-                for text in texts:
-                    rollout.memories.setdefault(int(seed), _memory(config.memory)).texts.append(
-                        text
-                    )
+                memory = rollout.memories.setdefault(int(seed), ReviewMemory(config.memory))
+                memory.texts.extend(texts)
         rounds = _Rounds(
             config, book, rollout, writer, first_round, checkpoint, int(state.get("timesteps", 0))
         )
@@ -463,9 +462,3 @@ def train_llm_run(
 def _played_by_the_book(observations: list[Any]) -> list[int]:
     """No policy of observations: :class:`AdapterRounds` plays its validations with the model."""
     raise NotImplementedError("the LLM trainer's validations play chats")
-
-
-def _memory(bound: int) -> Any:
-    from feedbackgym.language.agent_loop import ReviewMemory
-
-    return ReviewMemory(bound)

@@ -50,8 +50,7 @@ from typing import Any
 from feedbackgym.config import FeedbackConfig, merge_config
 from feedbackgym.control import FeedbackController
 from feedbackgym.errors import DependencyNotInstalled, InvalidAction
-from feedbackgym.language.agent_loop import ReviewMemory
-from feedbackgym.language.episode_chat import EpisodeChat, agent_template
+from feedbackgym.language.episode_chat import EpisodeChat, ReviewMemory, agent_template
 from feedbackgym.protocol import FEEDBACK, IS_SUCCESS
 from feedbackgym.training.common.arms import arm_config
 from feedbackgym.wrappers.stack import make, resolve_feedback
