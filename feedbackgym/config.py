@@ -78,6 +78,8 @@ spec's latency budget is 100 ms from trajectory to feedback)."""
 
 GuideChannel = Literal["text", "vector", "info"]
 ReviewChannel = Literal["text", "vector", "info", "credit"]
+HintLevel = Literal["phase", "target", "action"]
+"""What a hint or review may disclose (:data:`feedbackgym.core.HINT_LEVELS`)."""
 
 ARM_SPEAKERS: dict[str, tuple[str, ...]] = {
     "sparse": (),
@@ -286,6 +288,9 @@ class GuideConfig(_Generated):
         when: ``"always"`` (every episode may be hinted, less the dropout) or
             ``"after-failure"`` (only episodes that start where the policy
             recently failed; see :class:`~feedbackgym.wrappers.AddGuide`).
+        level: What a hint may disclose (:data:`~feedbackgym.core.HINT_LEVELS`):
+            ``"phase"`` (default: the kind of next step, only observed services),
+            ``"target"`` (the hidden target) or ``"action"`` (the expert's action).
         channels: Where hints go.
 
     The defaults are the training recipe the arms use (half the episodes
@@ -298,6 +303,7 @@ class GuideConfig(_Generated):
     dropout: float = Field(0.5, ge=0.0, le=1.0)
     dropout_scope: Literal["step", "episode"] = "episode"
     when: Literal["always", "after-failure"] = "always"
+    level: HintLevel = "phase"
     channels: tuple[GuideChannel, ...] = ("info",)
 
 
@@ -314,13 +320,14 @@ class ReviewConfig(_Generated):
             later step.
         window: Review window length N (the last N steps).
         stall_steps: Steps without progress that count as a stall.
-        action_level: Include the expert's action in suggestions.
+        level: What a review may disclose, as the guide's ``level``: ``"phase"``
+            (default), ``"target"`` or ``"action"`` (adds the expert's action).
         channels: Where reviews go.
     """
 
     window: int = Field(40, ge=1)
     stall_steps: int = Field(8, ge=1)
-    action_level: bool = False
+    level: HintLevel = "phase"
     channels: tuple[ReviewChannel, ...] = ("info",)
 
 

@@ -19,6 +19,8 @@ from functools import cached_property, lru_cache
 from typing import Any
 
 __all__ = [
+    "DEFAULT_HINT_LEVEL",
+    "HINT_LEVELS",
     "Hint",
     "ReexplorePoint",
     "Review",
@@ -30,6 +32,15 @@ __all__ = [
     "next_subgoal_ids",
     "prerequisite_order",
 ]
+
+
+HINT_LEVELS: tuple[str, ...] = ("phase", "target", "action")
+"""How much a guide's hint or a review discloses: ``"phase"`` names the kind of
+next step and only services (entities) the agent has seen a symptom of;
+``"target"`` names the hidden target (the root service and the fault);
+``"action"`` adds the expert's next action, for ablations."""
+DEFAULT_HINT_LEVEL = "phase"
+"""The level everywhere unless asked otherwise: it reveals nothing unobserved."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +60,10 @@ class Subgoal:
         kind: The type of milestone, shared across episodes (``"triage"``),
             from the env's ``subgoal_kinds`` when it has one; a guide's vector
             channel one-hots it.
+        phase: The milestone in words at the ``phase`` hint level: the kind of
+            step, naming nothing the agent has not observed (``description``
+            is the ``target`` level's). Empty: ``description`` reveals nothing
+            hidden, so every level uses it.
 
     Example:
         >>> sg = Subgoal("lit", "turn the light on", lambda s: s["light"])
@@ -62,6 +77,7 @@ class Subgoal:
     requires: tuple[str, ...] = ()
     targets: tuple[str, ...] = ()
     kind: str = ""
+    phase: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """Returns the JSON-safe part of the subgoal (everything but the predicate)."""
@@ -71,6 +87,7 @@ class Subgoal:
             "requires": list(self.requires),
             "targets": list(self.targets),
             "kind": self.kind,
+            "phase": self.phase,
         }
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 
+from feedbackgym.registration import evaluation_kwargs
 from feedbackgym.rollout import make_policy
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ __all__ = [
     "make_expert_dataset",
 ]
 
-SPLITS = ("train", "validation")
+SPLITS = ("train", "test", "validation")
 """Dataset splits (stored as the round name)."""
 DATASETS_PATH_ENV = "FEEDBACKGYM_DATASETS_PATH"
 """Environment variable naming where expert datasets go by default."""
@@ -87,8 +88,9 @@ def make_expert_dataset(
         path: The store directory.
         episodes: How many episodes.
         policy: ``"expert"`` (the env's oracle) or ``"random"``.
-        split: ``"train"`` (seeds ``seed, seed + 1, ...``) or ``"validation"``
-            (the env's held-out seeds, in order); stored as the round.
+        split: ``"train"`` (seeds ``seed, seed + 1, ...``) or ``"test"``
+            (alias ``"validation"``: the env's held-out seeds, in order, of
+            its test split when it has one); stored as the round.
         seed: First seed of the train split.
         env_kwargs: Keyword arguments for ``gym.make`` (with an env id).
         task_id: The task id to store; default: the env id.
@@ -110,7 +112,10 @@ def make_expert_dataset(
     if episodes < 1:
         raise ValueError(f"episodes must be positive, got {episodes}")
     owned = isinstance(env, str)
-    base = gym.make(env, **(env_kwargs or {})) if isinstance(env, str) else env
+    kwargs = dict(env_kwargs or {})
+    if isinstance(env, str) and split != "train":
+        kwargs = evaluation_kwargs(env, kwargs)
+    base = gym.make(env, **kwargs) if isinstance(env, str) else env
     store = TrajectoryStore(path, compression=compression)
     try:
         seeds = _seeds(base, split, seed, episodes)
@@ -130,12 +135,14 @@ def make_expert_dataset(
 
 
 def _seeds(env: gym.Env[Any, Any], split: str, seed: int, episodes: int) -> Sequence[int]:
-    if split == "validation":
+    if split != "train":
         held = held_out_seeds(env)
         if episodes > len(held):
             raise ValueError(f"the env has {len(held)} held-out seeds, asked for {episodes}")
         return held[:episodes]
     seeds = range(seed, seed + episodes)
+    if getattr(env.unwrapped, "split", None) is not None:
+        return seeds  # the split, not the seed, keeps train and test apart
     try:
         held = held_out_seeds(env)
     except ValueError:

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from gymnasium.envs.registration import register, registry
+from gymnasium.envs.registration import register, registry, spec
 
-__all__ = ["ENV_DESCRIPTIONS", "register_envs"]
+__all__ = ["ENV_DESCRIPTIONS", "evaluation_kwargs", "has_splits", "register_envs"]
 
 _OPS_ENTRY = "feedbackgym.envs.ops.env:OpsIncidentEnv"
 _OPS_STEPS = 80
+_INCIDENT_ENTRY = "feedbackgym.envs.incident.env:IncidentEnv"
 
 _SPECS: list[dict[str, Any]] = [
     {
@@ -37,6 +38,30 @@ _SPECS: list[dict[str, Any]] = [
             ("easy", "one fault"),
             ("medium", "one fault plus two misleading alerts elsewhere"),
             ("hard", "two interacting faults plus misleading alerts"),
+        )
+    ),
+    {
+        "id": "feedbackgym/OpsIncident-v1",
+        "entry_point": _INCIDENT_ENTRY,
+        "kwargs": {"difficulty": "medium", "obs_mode": "vector", "split": "train"},
+        "max_episode_steps": None,
+        "description": "Procedural incidents in drawn topologies, held-out compositions in "
+        "split='test' (kwargs: difficulty easy|medium|hard|extreme, split train|test, "
+        "obs_mode, knobs such as faults=, max_hops=); the preset sets the step limit.",
+    },
+    *(
+        {
+            "id": f"feedbackgym/OpsIncident{difficulty.title()}-v1",
+            "entry_point": _INCIDENT_ENTRY,
+            "kwargs": {"difficulty": difficulty, "obs_mode": "vector", "split": "train"},
+            "max_episode_steps": None,
+            "description": f"OpsIncident-v1 at {difficulty}: {what}.",
+        }
+        for difficulty, what in (
+            ("easy", "one fault 1-2 hops below the alert, 5-7 services"),
+            ("medium", "one fault 1-3 hops down, two misleading alerts, 7-10 services"),
+            ("hard", "two faults 2-4 hops down, two misleading alerts, 9-13 services"),
+            ("extreme", "four faults 3-6 hops down, four misleading alerts, 12-16 services"),
         )
     ),
     {
@@ -101,3 +126,33 @@ def register_envs() -> None:
     for spec in _SPECS:
         if spec["id"] not in registry:
             register(**{k: v for k, v in spec.items() if k != "description"})
+
+
+def has_splits(env_id: str) -> bool:
+    """Whether the registered env takes ``split="train"|"test"`` (held-out compositions).
+
+    Example:
+        >>> register_envs()
+        >>> has_splits("feedbackgym/OpsIncidentEasy-v1"), has_splits("feedbackgym/CodeFix-v0")
+        (True, False)
+    """
+    try:
+        return "split" in (spec(env_id).kwargs or {})
+    except Exception:  # an unknown or unregistered id: gym.make reports it
+        return False
+
+
+def evaluation_kwargs(env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` for the env that validation and evaluation play: the test split.
+
+    An env with splits gets ``split="test"`` (unless ``kwargs`` names a split);
+    any other env is validated on its held-out seeds with ``kwargs`` unchanged.
+
+    Example:
+        >>> register_envs()
+        >>> evaluation_kwargs("feedbackgym/OpsIncidentEasy-v1", {"obs_mode": "text"})
+        {'obs_mode': 'text', 'split': 'test'}
+    """
+    if has_splits(env_id) and "split" not in kwargs:
+        return {**kwargs, "split": "test"}
+    return dict(kwargs)

@@ -3,7 +3,7 @@
 Usage::
 
     feedbackgym datasets make ID [--episodes N] [--policy expert|random]
-        [--split train|validation] [--seed S] [--out PATH] [--kwarg KEY=VALUE ...]
+        [--split train|test|validation] [--seed S] [--out PATH] [--kwarg KEY=VALUE ...]
         [--compression none|lzf|gzip]
     feedbackgym datasets inspect PATH
     feedbackgym datasets prune PATH [--config FILE] [--dry-run]
@@ -52,7 +52,8 @@ def add_commands(commands: Any) -> None:
         "--split",
         choices=SPLITS,
         default="train",
-        help="train: seeds from --seed on; validation: the env's held-out seeds",
+        help="train: seeds from --seed on; test (alias validation): the env's held-out "
+        "seeds, on its test split when it has one",
     )
     make.add_argument("--seed", type=int, default=0, help="first seed of the train split")
     make.add_argument(

@@ -94,6 +94,7 @@ def _library(data: Any) -> tuple[Subgoal, ...]:
             tuple(d.get("requires", ())),
             tuple(d.get("targets", ())),
             str(d.get("kind", "")),
+            str(d.get("phase", "")),
         )
         for d in data
     )
@@ -175,7 +176,7 @@ class ReviewRequest:
             wrapper (a late review names it in ``info["feedback"]["review_episode"]``).
         task: The task family (see :attr:`GuideRequest.task`).
         options: The wrapper's settings for generators (the built-in reviewer
-            reads ``stall_steps`` and ``action_level``).
+            reads ``stall_steps`` and ``level``).
 
     Example:
         >>> lib = (Subgoal("a", "reach A", bool), Subgoal("b", "reach B", bool, ("a",)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from feedbackgym.core import Hint, Subgoal, next_subgoal_ids
+from feedbackgym.core import Hint, Subgoal, as_clause, next_subgoal_ids
 from feedbackgym.feedback.generators import GuideRequest
 
 __all__ = ["SubgoalGuide", "hint_for"]
@@ -41,7 +41,12 @@ def hint_for(library: Sequence[Subgoal], ids: Sequence[str], step: int) -> Hint:
 
 
 class SubgoalGuide:
-    """Names the next subgoals to reach ("first A, then B"). Never an action.
+    """Names the next subgoals to reach ("first A, then B").
+
+    It reads the library it is given (the wrappers disclose it at the hint
+    level: :mod:`feedbackgym.feedback.levels`). Only at the ``action`` level,
+    an ablation, does it name an action: the request's
+    ``options["expert_action"]`` comes first in the hint.
 
     A :class:`~feedbackgym.feedback.generators.Guide`; it answers in
     microseconds, so the wrappers call it in the step (``inline``).
@@ -77,7 +82,11 @@ class SubgoalGuide:
             ids = next_subgoal_ids(request.library, request.progress)[:lookahead]
             self._last_key, self._last_hint = key, hint_for(request.library, ids, request.step)
         h = self._last_hint
-        return Hint(h.subgoal_ids, h.texts, request.step, h.positions, h.targets, h.kind)
+        texts = h.texts
+        expert = request.options.get("expert_action")
+        if request.options.get("level") == "action" and expert is not None and texts:
+            texts = (f"take the action '{expert}' to {as_clause(texts[0])}", *texts[1:])
+        return Hint(h.subgoal_ids, texts, request.step, h.positions, h.targets, h.kind)
 
     def __repr__(self) -> str:
         return f"SubgoalGuide(lookahead={self.lookahead})"

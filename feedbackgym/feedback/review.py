@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from feedbackgym.core import (
+    DEFAULT_HINT_LEVEL,
     ReexplorePoint,
     ReusableSegment,
     Review,
@@ -14,6 +15,7 @@ from feedbackgym.core import (
     next_subgoal_ids,
 )
 from feedbackgym.feedback.generators import ReviewRequest
+from feedbackgym.feedback.levels import check_level
 
 __all__ = ["TrajectoryReviewer"]
 
@@ -24,19 +26,21 @@ class TrajectoryReviewer:
     Segments that advanced subgoals are marked reusable. Steps the env flagged
     as harmful, and the step where progress stalled for ``stall_steps`` steps,
     are marked to re-explore, with the subgoal-level suggestion for that state
-    (the subgoal to reach from there); the expert's action is added only when
-    ``action_level`` is on and the records carry it.
+    (the subgoal to reach from there, in the words of the library it is given:
+    the wrappers disclose it at the review's level); the expert's action is
+    added only at the ``action`` level, when the records carry it.
 
     A :class:`~feedbackgym.feedback.generators.Reviewer`; it answers in
     microseconds, so the wrappers call it in the step (``inline``). The
-    request's ``options`` (``stall_steps``, ``action_level``) override the
+    request's ``options`` (``stall_steps``, ``level``) override the
     constructor's settings.
 
     Args:
         stall_steps: Steps without progress that count as a stall.
         max_points: Most re-explore points per review.
         credit_scale: Size of the per-step credit on reusable and re-explore steps.
-        action_level: Include the expert's action in re-explore points.
+        level: ``"action"`` adds the expert's action to re-explore points;
+            ``"phase"`` (default) and ``"target"`` do not.
 
     Example:
         >>> lib = (Subgoal("a", "reach A", bool), Subgoal("b", "reach B", bool, ("a",)))
@@ -58,14 +62,14 @@ class TrajectoryReviewer:
         stall_steps: int = 8,
         max_points: int = 3,
         credit_scale: float = 0.1,
-        action_level: bool = False,
+        level: str = DEFAULT_HINT_LEVEL,
     ) -> None:
         if stall_steps < 1 or max_points < 1:
             raise ValueError("stall_steps and max_points must be at least 1")
         self.stall_steps = stall_steps
         self.max_points = max_points
         self.credit_scale = credit_scale
-        self.action_level = action_level
+        self.level = check_level(level)
 
     def review(self, request: ReviewRequest) -> Review:
         """Reviews the request's window (its records, oldest first) of a finished episode.
@@ -78,7 +82,7 @@ class TrajectoryReviewer:
             raise ValueError("a review needs at least one step")
         options = request.options
         stall_steps = int(options.get("stall_steps", self.stall_steps))
-        action_level = bool(options.get("action_level", self.action_level))
+        action_level = check_level(str(options.get("level", self.level))) == "action"
         if stall_steps < 1:
             raise ValueError(f"stall_steps must be at least 1, got {stall_steps}")
         reusable = self._reusable(records, request.initial_done)
@@ -192,5 +196,5 @@ class TrajectoryReviewer:
     def __repr__(self) -> str:
         return (
             f"TrajectoryReviewer(stall_steps={self.stall_steps}, max_points={self.max_points}, "
-            f"credit_scale={self.credit_scale}, action_level={self.action_level})"
+            f"credit_scale={self.credit_scale}, level={self.level!r})"
         )

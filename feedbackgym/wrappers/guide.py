@@ -12,6 +12,7 @@ from feedbackgym.config import GuideConfig
 from feedbackgym.core import Hint, Subgoal
 from feedbackgym.feedback.generators import Guide, GuideRequest, as_guide
 from feedbackgym.feedback.guide import SubgoalGuide
+from feedbackgym.feedback.levels import check_level, disclose, observed_targets
 from feedbackgym.wrappers.common import (
     add_vector_fields,
     feedback_info,
@@ -47,7 +48,12 @@ class AddGuide(FeedbackWrapper):
     """Gives a hint naming the next subgoals every ``every`` steps (the guide density).
 
     A hint is state-based, discrete direction ("first A, then B") computed from
-    the subgoal library and ``info["subgoals"]``; it never carries an action.
+    the subgoal library and ``info["subgoals"]``. Its ``level`` decides what it
+    may disclose (:mod:`feedbackgym.feedback.levels`): ``"phase"`` (the
+    default) names the kind of next step and only services the agent has seen
+    a symptom of, in every channel; ``"target"`` names the hidden target;
+    ``"action"`` gives the expert's next action (an ablation: the only level
+    whose hints carry an action).
     A due hint is given with probability ``weight * (1 - dropout)``: the weight
     is what a schedule fades, the dropout keeps the policy able to act without
     hints even in the guide phase. With ``dropout_scope="episode"`` the dropout
@@ -121,9 +127,12 @@ class AddGuide(FeedbackWrapper):
         dropout: float = 0.0,
         dropout_scope: str = _DEFAULTS.dropout_scope,
         when: str = _DEFAULTS.when,
-        max_subgoals: int = 16,
+        level: str = _DEFAULTS.level,
+        max_subgoals: int | None = None,
         deadline_ms: float = _DEFAULTS.deadline_ms,
     ) -> None:
+        if max_subgoals is None:
+            max_subgoals = int(getattr(env.unwrapped, "max_subgoals", 16))
         gym.utils.RecordConstructorArgs.__init__(
             self,
             every=every,
@@ -135,6 +144,7 @@ class AddGuide(FeedbackWrapper):
             dropout=dropout,
             dropout_scope=dropout_scope,
             when=when,
+            level=level,
             max_subgoals=max_subgoals,
             deadline_ms=deadline_ms,
         )
@@ -155,6 +165,7 @@ class AddGuide(FeedbackWrapper):
             dropout=dropout,
             dropout_scope=dropout_scope,
             when=when,
+            level=level,
         )
         self.set_weight(weight)
         self._targets = _vocabulary(env, "target_vocabulary")
@@ -191,8 +202,9 @@ class AddGuide(FeedbackWrapper):
         dropout: float,
         dropout_scope: str,
         when: str = "always",
+        level: str = _DEFAULTS.level,
     ) -> None:
-        """Changes the guide density, lookahead, dropout and when it speaks (hot reload)."""
+        """Changes the guide density, lookahead, dropout, when it speaks and its level (hot reload)."""
         if every < 1:
             raise ValueError(f"every must be at least 1, got {every}")
         if not 0.0 <= dropout <= 1.0:
@@ -205,12 +217,13 @@ class AddGuide(FeedbackWrapper):
             raise ValueError(f"lookahead must be at least 1, got {lookahead}")
         if when not in WHEN:
             raise ValueError(f"when must be one of {WHEN}, got {when!r}")
+        self.level = check_level(level)
         self.when = when
         self.every = every
         self.lookahead = lookahead
         self.dropout = dropout
         self.dropout_scope = dropout_scope
-        self._options = {"lookahead": lookahead}
+        self._options = {"lookahead": lookahead, "level": level}
 
     # --- Gymnasium API --------------------------------------------------------------------
 
@@ -283,11 +296,12 @@ class AddGuide(FeedbackWrapper):
         """Holds ``hint`` until the next due step, with its (cached, read-only) vector fields."""
         self._held = hint
         if "vector" in self.channels:
-            key = None if hint is None else (hint.positions[:1], hint.targets, hint.kind)
+            marks = self._target_marks(hint)
+            key = None if hint is None else (hint.positions[:1], marks, hint.kind)
             if key not in self._vector_cache:
                 if len(self._vector_cache) >= VECTOR_CACHE_SIZE:
                     self._vector_cache.clear()
-                self._vector_cache[key] = read_only(self._vector(hint))
+                self._vector_cache[key] = read_only(self._vector(hint, marks))
             self._held_vector = self._vector_cache[key]
 
     def _make_hint(self, obs: Any, info: dict[str, Any]) -> Hint | None:
@@ -315,25 +329,51 @@ class AddGuide(FeedbackWrapper):
                     f"the subgoal library has {len(library)} subgoals, "
                     f"more than max_subgoals={self.max_subgoals}"
                 )
+        options = self._options
+        if self.level == "action":
+            options = {**options, "expert_action": self._expert_words()}
         return GuideRequest(
-            library,
+            disclose(library, self.level, observed_targets(self.env)),
             info.get("subgoals", {}),
             self._t,
             text_observation(obs),
             self._task,
-            self._options,
+            options,
         )
 
-    def _vector(self, hint: Hint | None) -> dict[str, np.ndarray]:
+    def _expert_words(self) -> str | None:
+        """The expert's next action in words (the ``action`` level), or ``None``."""
+        try:
+            action = self.env.get_wrapper_attr("expert_action")()
+        except AttributeError:
+            return None
+        try:
+            return str(self.env.get_wrapper_attr("action_meanings")[int(action)])
+        except (AttributeError, IndexError, TypeError, ValueError):
+            return str(action)
+
+    def _target_marks(self, hint: Hint | None) -> tuple[int, ...]:
+        """Positions in the target vocabulary of the hint's targets.
+
+        An env whose targets change names per episode (OpsIncident-v1's services
+        in slots) maps them with its ``target_index``; others by vocabulary position.
+        """
+        if hint is None or not self._targets:
+            return ()
+        index = getattr(self.env.unwrapped, "target_index", None)
+        if index is not None:
+            found = (index(name) for name in hint.targets)
+            return tuple(sorted({i for i in found if i is not None}))
+        return tuple(sorted({self._targets.index(n) for n in hint.targets if n in self._targets}))
+
+    def _vector(self, hint: Hint | None, marks: tuple[int, ...]) -> dict[str, np.ndarray]:
         one_hot = np.zeros(self.max_subgoals, np.int8)
         if hint is not None and hint.positions:
             one_hot[hint.positions[0]] = 1
         fields = {"hint_next": one_hot, "hint_present": np.array([hint is not None], np.int8)}
         if self._targets:
             targets = np.zeros(len(self._targets), np.int8)
-            for name in hint.targets if hint is not None else ():
-                if name in self._targets:
-                    targets[self._targets.index(name)] = 1
+            targets[list(marks)] = 1
             fields["hint_targets"] = targets
         if self._kinds:
             kind = np.zeros(len(self._kinds), np.int8)

@@ -13,6 +13,7 @@ from gymnasium import spaces
 from feedbackgym.config import ReviewConfig
 from feedbackgym.core import Review, StepRecord
 from feedbackgym.feedback.generators import Reviewer, ReviewRequest, as_reviewer
+from feedbackgym.feedback.levels import check_level, disclose, observed_targets
 from feedbackgym.feedback.review import TrajectoryReviewer
 from feedbackgym.protocol import IS_SUCCESS, OUTCOME
 from feedbackgym.wrappers.common import (
@@ -131,10 +132,12 @@ class AddReview(FeedbackWrapper):
         source: str = _DEFAULTS.source,
         weight: float = 1.0,
         stall_steps: int = _DEFAULTS.stall_steps,
-        action_level: bool = _DEFAULTS.action_level,
-        max_subgoals: int = 16,
+        level: str = _DEFAULTS.level,
+        max_subgoals: int | None = None,
         deadline_ms: float = _DEFAULTS.deadline_ms,
     ) -> None:
+        if max_subgoals is None:
+            max_subgoals = int(getattr(env.unwrapped, "max_subgoals", 16))
         gym.utils.RecordConstructorArgs.__init__(
             self,
             window=window,
@@ -143,7 +146,7 @@ class AddReview(FeedbackWrapper):
             source=source,
             weight=weight,
             stall_steps=stall_steps,
-            action_level=action_level,
+            level=level,
             max_subgoals=max_subgoals,
             deadline_ms=deadline_ms,
         )
@@ -158,7 +161,7 @@ class AddReview(FeedbackWrapper):
             max_subgoals=max_subgoals,
             text_limit=REVIEW_TEXT_LIMIT,
         )
-        self.configure(window=window, stall_steps=stall_steps, action_level=action_level)
+        self.configure(window=window, stall_steps=stall_steps, level=level)
         self.set_weight(weight)
         if "vector" in self.channels:
             self.observation_space = with_vector_fields(
@@ -184,16 +187,16 @@ class AddReview(FeedbackWrapper):
 
     # --- runtime setters ------------------------------------------------------------------
 
-    def configure(self, *, window: int, stall_steps: int, action_level: bool) -> None:
-        """Changes the review window, stall length and suggestion level (hot reload)."""
+    def configure(self, *, window: int, stall_steps: int, level: str = _DEFAULTS.level) -> None:
+        """Changes the review window, stall length and disclosure level (hot reload)."""
         if window < 1:
             raise ValueError(f"window must be at least 1, got {window}")
         if stall_steps < 1:
             raise ValueError(f"stall_steps must be at least 1, got {stall_steps}")
         self.window = window
         self.stall_steps = stall_steps
-        self.action_level = action_level
-        self._options = {"stall_steps": stall_steps, "action_level": action_level}
+        self.level = check_level(level)
+        self._options = {"stall_steps": stall_steps, "level": level}
 
     # --- Gymnasium API --------------------------------------------------------------------
 
@@ -222,7 +225,7 @@ class AddReview(FeedbackWrapper):
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         """Steps the env and records the step; reviews the episode when it ends."""
-        expert = self._expert_action() if self.action_level else None
+        expert = self._expert_action() if self.level == "action" else None
         obs, reward, terminated, truncated, info = self.env.step(action)
         # A plain row per step; StepRecords are built only for the reviewed window.
         self._steps.append(
@@ -345,7 +348,7 @@ class AddReview(FeedbackWrapper):
         initial_done = self._steps[first - 1].done_ids if first > 0 else self._initial_done
         return ReviewRequest(
             window,
-            tuple(subgoal_library(self.env)),
+            disclose(tuple(subgoal_library(self.env)), self.level, observed_targets(self.env)),
             bool(info.get(IS_SUCCESS, False)),
             initial_done,
             str(info.get(OUTCOME, "")),

@@ -192,11 +192,12 @@ class FadeGuideToReview(
                 dropout=g.dropout,
                 dropout_scope=g.dropout_scope,
                 when=g.when,
+                level=g.level,
             )
         if self._review is not None:
             r = config.review
             self._review.configure(
-                window=r.window, stall_steps=r.stall_steps, action_level=r.action_level
+                window=r.window, stall_steps=r.stall_steps, level=r.level
             )
         if self._shaping is not None:
             self._shaping_scale = config.shaping.scale

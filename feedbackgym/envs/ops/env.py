@@ -197,6 +197,18 @@ class OpsIncidentEnv(TrackedEnv[IncidentState]):
         """Turns an index or text into a valid action index (see ``## Action Space``)."""
         return parse_action(action)
 
+    @property
+    def observed_targets(self) -> tuple[str, ...]:
+        """Services the agent has seen a symptom of: alerting, inspected (metrics or
+        logs), or blamed by a log line it inspected (the ``phase`` hint level's)."""
+        state = self._require_episode()[0]
+        seen = set(state.initial_alerts) | set(state.active_alerts())
+        for row, service in enumerate(SERVICES):
+            if state.inspected[row, :2].any():
+                seen.add(service)
+            seen |= {SERVICES[t] for t in np.flatnonzero(state.log_pointers[row])}
+        return tuple(s for s in SERVICES if s in seen)
+
     target_vocabulary: tuple[str, ...] = SERVICES
     """The entities subgoal ``targets`` name: the services."""
     subgoal_kinds: tuple[str, ...] = SUBGOAL_KINDS

@@ -6,6 +6,9 @@ suffix when there is one fault, with ``_1``/``_2`` when there are two)::
     triage_<service> (each alert) ─► find_root_cause ─► mitigate ─► verify_recovery
         ─► declare_resolved
 
+Descriptions name the hidden root (the ``target`` hint level); each subgoal's
+``phase`` words name only the kind of step (the default ``phase`` level).
+
 Predicates are module-level functions bound with :func:`functools.partial`, so
 an env holding its library still pickles.
 """
@@ -79,6 +82,7 @@ def _library(
             partial(_alert_triaged, service),
             targets=(service,),
             kind="triage",
+            phase="Triage the alert: inspect its metrics and logs.",
         )
         for service in alerts
     ]
@@ -97,6 +101,8 @@ def _library(
                 tuple(requires),
                 (fault.root,),
                 "find_root_cause",
+                "Find the root-cause signal: follow what your findings point to, and inspect "
+                "that service's metrics, logs and deploy history.",
             )
         )
         mitigate_requires = [f"find_root_cause{sfx}"]
@@ -111,6 +117,7 @@ def _library(
                 tuple(mitigate_requires),
                 (fault.root,),
                 "mitigate",
+                "Mitigate the cause you found, where it started.",
             )
         )
         mitigations.append(f"mitigate{sfx}")
@@ -123,6 +130,7 @@ def _library(
             tuple(mitigations),
             tuple(f.root for f in faults),
             "verify_recovery",
+            "Verify recovery: once it settles, inspect the metrics of what you fixed.",
         ),
         Subgoal(
             "declare_resolved",

@@ -17,6 +17,7 @@ from typing import Any
 
 from feedbackgym.config import FeedbackConfig
 from feedbackgym.errors import ConfigError
+from feedbackgym.registration import evaluation_kwargs
 from feedbackgym.training.common.arms import ArmFeedback, checked_keep_checkpoints, rounds_for
 from feedbackgym.training.common.run_files import drop_curve_rows_after, read_state, write_state
 from feedbackgym.training.common.trainer_names import DEFAULT_TRAINER, TRAINERS
@@ -191,6 +192,10 @@ class RunConfig(ArmFeedback):
     def make_env(self, config: FeedbackConfig) -> Any:
         """One env of the run's stack, built from ``config``."""
         return make(self.env_id, config, **self.env_kwargs)
+
+    def make_eval_env(self, config: FeedbackConfig) -> Any:
+        """One env of the stack that validation plays: the test split, when the env has one."""
+        return make(self.env_id, config, **evaluation_kwargs(self.env_id, self.env_kwargs))
 
     def to_json(self) -> str:
         """The config as JSON."""

@@ -220,7 +220,7 @@ def train_sb3_run(
                     clone_expert(model.policy, expert_env, config.bc_episodes, seed=config.seed)
                 finally:
                     expert_env.close()
-        eval_envs = [config.make_env(feedback) for _ in range(validation_envs(config))]
+        eval_envs = [config.make_eval_env(feedback) for _ in range(validation_envs(config))]
         for env in eval_envs:
             controller.attach(env)
         if "controller" in state:  # resumed: the switch, the trend and the alert as they were

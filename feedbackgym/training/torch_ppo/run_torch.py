@@ -117,7 +117,7 @@ def train_torch_run(
         learner = Learner(ppo, envs, controller.config.shaping.gamma, device)
         text_length = ppo.text_length if ppo.use_text else 0
         eval_envs = [
-            TrainerView(config.make_env(controller.config), text_length)
+            TrainerView(config.make_eval_env(controller.config), text_length)
             for _ in range(validation_envs(config))
         ]
         book = RoundBook(config, controller, eval_envs, suffix=".pt", progress=progress)

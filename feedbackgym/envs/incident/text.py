@@ -1,0 +1,49 @@
+"""The v1 console as text, for language agents.
+
+A pure function of the state that uses only :data:`CHARSET`, so it always
+lies in the env's ``Text`` observation space. It lists the service map (the
+topology is public: any on-call engineer has it), the alerts, the last answer
+and every finding.
+"""
+
+from __future__ import annotations
+
+from feedbackgym.envs.incident.catalog import SLOT_ROLES
+from feedbackgym.envs.incident.scenario import INSPECTIONS, IncidentState
+from feedbackgym.envs.ops.text import CHARSET
+
+__all__ = ["CHARSET", "MAX_TEXT_LENGTH", "render_text"]
+
+MAX_TEXT_LENGTH = 8192
+"""Longest text observation; a longer rendering keeps its head."""
+GOAL = "Goal: find and fix the causes of the incident, verify recovery, then declare it resolved."
+
+
+def render_text(state: IncidentState, max_steps: int) -> str:
+    """Renders what the agent knows: the map, status, alerts, the last answer, findings."""
+    topology, name = state.topology, state.name
+    services = [
+        f"  {name(s)} ({SLOT_ROLES[s].replace('_', ' ')})"
+        + (f" calls {', '.join(name(c) for c in topology.callees(s))}" if topology.callees(s) else "")
+        for s in topology.slots
+    ]
+    alerts = state.active_alerts()
+    lines = [
+        GOAL,
+        "Services:",
+        *services,
+        f"Step {state.step} of {max_steps} | SLO budget {state.budget:.0%}",
+        f"Alerts: {', '.join(name(s) for s in alerts) if alerts else 'none'}",
+    ]
+    if state.last_action:
+        lines.append(f"> {state.last_action}")
+        lines += [f"  {line}" for line in state.last_output.split("\n")]
+    findings = [
+        f"  {name(slot)} {kind} (step {state.evidence[key]}): {state.findings[key]}"
+        for slot in topology.slots
+        for kind in INSPECTIONS
+        if (key := (slot, kind)) in state.findings
+    ]
+    if findings:
+        lines += ["Findings:", *findings]
+    return "\n".join(lines)[:MAX_TEXT_LENGTH]
