@@ -57,6 +57,7 @@ def test_to_dict_is_json_safe_and_tracker_pickles():
         "requires": ["a"],
         "targets": [],
         "kind": "",
+        "phase": "",
     }
     tracker = pickle.loads(pickle.dumps(SubgoalTracker(_library())))
     assert tracker.update({"x": 1})["a"]

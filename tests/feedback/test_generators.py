@@ -57,12 +57,13 @@ def test_review_window_uses_progress_before_it():
     assert review.score == 1.0 and review.window == (1, 2)
 
 
-def test_action_level_suggestions_are_opt_in():
+def test_action_suggestions_only_at_the_action_level():
     request = ReviewRequest((StepRecord(0, 1, 0.0, (), harmful=True, expert_action=2),), LIB, False)
     assert TrajectoryReviewer().review(request).reexplore[0].action_suggestion is None
-    opted = TrajectoryReviewer(action_level=True).review(request)
+    assert TrajectoryReviewer(level="target").review(request).reexplore[0].action_suggestion is None
+    opted = TrajectoryReviewer(level="action").review(request)
     assert opted.reexplore[0].action_suggestion == 2
-    by_request = ReviewRequest(request.records, LIB, False, options={"action_level": True})
+    by_request = ReviewRequest(request.records, LIB, False, options={"level": "action"})
     assert TrajectoryReviewer().review(by_request).reexplore[0].action_suggestion == 2
 
 

@@ -78,11 +78,11 @@ def test_vector_fields_are_read_only():
         obs["review_present"][0] = 1
 
 
-def test_weight_zero_means_no_reviews_and_action_level_is_opt_in():
+def test_weight_zero_means_no_reviews_and_the_action_level_is_opt_in():
     env = _env(weight=0.0)
     _, infos = _play(env, ["escalate"])
     assert infos[-1]["feedback"]["review"] == {}
-    env = _env(action_level=True)
+    env = _env(level="action")
     env.reset(seed=0)
     expected = env.unwrapped.expert_action()
     info = env.step("escalate")[-1]

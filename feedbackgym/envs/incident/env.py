@@ -9,7 +9,7 @@ import numpy as np
 from gymnasium import spaces
 
 from feedbackgym.core import Subgoal, SubgoalTracker
-from feedbackgym.envs.base import TrackedEnv
+from feedbackgym.envs.base import TrackedEnv, validation_seed_blocks
 from feedbackgym.envs.incident.actions import (
     ACTIONS,
     N_ACTIONS,
@@ -33,10 +33,12 @@ from feedbackgym.envs.incident.subgoals import SUBGOAL_KINDS, build_subgoals
 from feedbackgym.envs.incident.text import CHARSET, MAX_TEXT_LENGTH, render_text
 from feedbackgym.errors import FeedbackGymError
 
-__all__ = ["IncidentEnv", "resolve_difficulty"]
+__all__ = ["VALIDATION_SEEDS", "IncidentEnv", "resolve_difficulty"]
 
-TEST_SEEDS = tuple(range(100))
-"""The seeds validation plays on the test split (any seed is valid in either split)."""
+VALIDATION_SEEDS: dict[str, tuple[int, ...]] = validation_seed_blocks(DIFFICULTIES)
+"""100 seeds per preset that validation plays, on the test split (any seed is valid in
+either split: the split, not the seed, decides which compositions it draws); kept above
+:data:`~feedbackgym.envs.base.TRAIN_SEED_LIMIT` like every suite's."""
 
 
 def resolve_difficulty(difficulty: str, overrides: dict[str, Any]) -> Difficulty:
@@ -288,8 +290,9 @@ class IncidentEnv(TrackedEnv[IncidentState]):
 
     @property
     def validation_seeds(self) -> tuple[int, ...]:
-        """The seeds validation plays: 0..99 of the env's split (pass ``split="test"``)."""
-        return TEST_SEEDS
+        """The seeds validation plays (:data:`VALIDATION_SEEDS`), on the env's split:
+        validation makes its env with ``split="test"``."""
+        return VALIDATION_SEEDS[self.difficulty]
 
     @property
     def subgoals(self) -> list[Subgoal]:

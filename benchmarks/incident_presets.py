@@ -1,0 +1,63 @@
+"""OpsIncident-v1's presets: distinct incidents, expert length, expert and random success.
+
+Prints one Markdown row per preset, measured in this run::
+
+    python benchmarks/incident_presets.py --episodes 1000 --keys 100000
+
+``--keys`` train-split seeds are drawn for the count of distinct incidents
+(``info["incident"]``), and a tenth as many test-split seeds, whose keys must
+not occur among the train keys (the overlap column).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from feedbackgym.envs.incident import DIFFICULTIES, IncidentEnv
+
+
+def _play(env: IncidentEnv, seed: int, policy) -> tuple[bool, int]:  # type: ignore[no-untyped-def]
+    env.reset(seed=seed)
+    steps, done, info = 0, False, {}
+    while not done:
+        _, _, terminated, truncated, info = env.step(policy())
+        steps += 1
+        done = terminated or truncated
+    return bool(info["is_success"]), steps
+
+
+def main() -> None:
+    """Measures every preset and prints the table."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--episodes", type=int, default=1000, help="expert and random episodes")
+    parser.add_argument("--keys", type=int, default=100_000, help="train seeds for the count")
+    args = parser.parse_args()
+    print(
+        "| preset | step limit | distinct train incidents (seeds) | distinct test (seeds) "
+        "| test keys in train | expert success | expert steps median [p90, max] "
+        "| random success |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for difficulty in DIFFICULTIES:
+        train, test = IncidentEnv(difficulty), IncidentEnv(difficulty, split="test")
+        train_keys = {train.reset(seed=s)[1]["incident"] for s in range(args.keys)}
+        test_keys = {test.reset(seed=s)[1]["incident"] for s in range(args.keys // 10)}
+        expert = [_play(test, s, test.expert_action) for s in range(args.episodes)]
+        rng = np.random.default_rng(0)
+        n = int(test.action_space.n)  # type: ignore[attr-defined]
+        random = [_play(test, s, lambda: int(rng.integers(n)))[0] for s in range(args.episodes)]
+        lengths = [steps for _, steps in expert]
+        print(
+            f"| {difficulty} | {test.step_limit} | {len(train_keys):,} ({args.keys:,}) "
+            f"| {len(test_keys):,} ({args.keys // 10:,}) | {len(train_keys & test_keys)} "
+            f"| {np.mean([ok for ok, _ in expert]):.1%} "
+            f"| {np.median(lengths):.0f} [{np.percentile(lengths, 90):.0f}, {max(lengths)}] "
+            f"| {np.mean(random):.1%} |",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
