@@ -1,14 +1,20 @@
-"""The v1 console's action table: eleven kinds on each of the 16 slots, then three globals.
+"""The v1 console's action table: eleven kinds on each service position, then three globals.
 
-Action ``i < 16 * 11`` applies kind ``i % 11`` to the service in slot
-``i // 11``; the globals (``wait``, ``escalate``, ``declare resolved``)
-follow. An action on an empty slot is valid and answers "no such service"
-(``action_masks`` marks it), so a policy over ``Discrete(179)`` never crashes;
-text naming a service the episode does not have is an error.
+A preset with at most ``n`` services has ``Discrete(11 * n + 3)``: action
+``i < 11 * n`` applies kind ``i % 11`` to the service at position ``i // 11``
+(the episode's services in slot order, so a position's role changes little
+between episodes; the ``roles`` observation says which); ``wait``,
+``escalate`` and ``declare resolved`` follow. An action on a position the
+episode leaves empty is valid and answers "no such service" (the env's
+``action_masks`` marks it), so a policy never crashes on one; text naming a
+service the episode does not have is an error.
 
 Example:
-    >>> N_ACTIONS, ACTIONS[0], ACTIONS[N_ACTIONS - 1]
-    (179, ('inspect_metrics', 0), ('declare_resolved', None))
+    >>> table = action_table(2)
+    >>> len(table), table[0], table[-1]
+    (25, ('inspect_metrics', 0), ('declare_resolved', None))
+    >>> meanings(table, ("gateway",))[1], meanings(table, ("gateway",))[12]
+    ('inspect logs gateway', 'inspect logs <no service 1>')
 """
 
 from __future__ import annotations
@@ -18,44 +24,27 @@ from typing import Any
 
 import numpy as np
 
-from feedbackgym.envs.incident.catalog import GLOBAL_KINDS, N_SLOTS, SERVICE_KINDS
+from feedbackgym.envs.incident.catalog import GLOBAL_KINDS, SERVICE_KINDS
 from feedbackgym.errors import InvalidAction
 
-__all__ = [
-    "ACTIONS",
-    "N_ACTIONS",
-    "action_index",
-    "meanings",
-    "normalise",
-    "parse_action",
-]
+__all__ = ["action_table", "meanings", "normalise", "parse_action"]
 
-ACTIONS: tuple[tuple[str, int | None], ...] = tuple(
-    (kind, slot) for slot in range(N_SLOTS) for kind in SERVICE_KINDS
-) + tuple((kind, None) for kind in GLOBAL_KINDS)
-"""``(kind, slot)`` of every action index; ``slot`` is ``None`` for a global action."""
-N_ACTIONS = len(ACTIONS)
-_INDEX = {action: i for i, action in enumerate(ACTIONS)}
+ActionTable = tuple[tuple[str, int | None], ...]
 
 
-def action_index(kind: str, slot: int | None = None) -> int:
-    """The index of ``kind`` on ``slot`` (``None`` for a global kind)."""
-    return _INDEX[(kind, slot)]
+def action_table(positions: int) -> ActionTable:
+    """``(kind, position)`` of every index for ``positions`` service positions (``None``: global)."""
+    return tuple((kind, p) for p in range(positions) for kind in SERVICE_KINDS) + tuple(
+        (kind, None) for kind in GLOBAL_KINDS
+    )
 
 
-def meanings(names: dict[int, str]) -> tuple[str, ...]:
-    """Every index's meaning in words, for the services ``names`` (slot -> name).
-
-    An empty slot's actions read ``"<kind> <empty slot N>"``.
-
-    Example:
-        >>> meanings({0: "gateway"})[1]
-        'inspect logs gateway'
-    """
+def meanings(table: ActionTable, names: tuple[str, ...]) -> tuple[str, ...]:
+    """Every index in words, ``names`` being the services by position."""
     return tuple(
         kind.replace("_", " ")
-        + ("" if slot is None else " " + names.get(slot, f"<empty slot {slot}>"))
-        for kind, slot in ACTIONS
+        + ("" if p is None else " " + (names[p] if p < len(names) else f"<no service {p}>"))
+        for kind, p in table
     )
 
 
@@ -66,13 +55,16 @@ def normalise(text: str) -> str:
     return re.sub(r"\s+", " ", text.strip(" .!`'\""))
 
 
-def parse_action(action: Any, by_meaning: dict[str, int], names: dict[int, str]) -> int:
+def parse_action(
+    action: Any, by_meaning: dict[str, int], size: int, names: tuple[str, ...]
+) -> int:
     """An index or a text into a valid index.
 
     Args:
         action: An integer (Python or numpy) or text such as ``"inspect logs web"``.
-        by_meaning: The episode's normalised meanings, by index.
-        names: The episode's services, slot -> name (for the error message).
+        by_meaning: The episode's normalised meanings (of real services), by index.
+        size: The action space's size.
+        names: The episode's services (for the error message).
 
     Raises:
         InvalidAction: Out of range, a service the episode lacks, or another type.
@@ -82,20 +74,19 @@ def parse_action(action: Any, by_meaning: dict[str, int], names: dict[int, str])
     if isinstance(action, (bool, np.bool_)):
         raise InvalidAction(f"action must be an integer or text, got {action!r}")
     if isinstance(action, (int, np.integer)):
-        if not 0 <= int(action) < N_ACTIONS:
-            raise InvalidAction(f"action {int(action)} is outside Discrete({N_ACTIONS})")
+        if not 0 <= int(action) < size:
+            raise InvalidAction(f"action {int(action)} is outside Discrete({size})")
         return int(action)
     if isinstance(action, str):
         text = normalise(action)
         if text.isdigit():
-            return parse_action(int(text), by_meaning, names)
+            return parse_action(int(text), by_meaning, size, names)
         if text in by_meaning:
             return by_meaning[text]
         kinds = "|".join(k.replace("_", " ") for k in SERVICE_KINDS)
         raise InvalidAction(
             f"cannot parse action {action!r}; valid: '<{kinds}> <service>' with service one of "
-            f"{', '.join(names.values())}; or one of "
-            f"{', '.join(k.replace('_', ' ') for k in GLOBAL_KINDS)}; or an index "
-            f"0..{N_ACTIONS - 1}"
+            f"{', '.join(names)}; or one of "
+            f"{', '.join(k.replace('_', ' ') for k in GLOBAL_KINDS)}; or an index 0..{size - 1}"
         )
     raise InvalidAction(f"action must be an integer or text, got {type(action).__name__}")

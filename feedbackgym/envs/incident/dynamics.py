@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from feedbackgym.envs.incident.actions import ACTIONS
 from feedbackgym.envs.incident.catalog import (
     HEALTHY,
     LOG_LINES,
@@ -48,18 +47,16 @@ OPEN_BREAKER_BURN = 0.004
 """Burn per step for each breaker opened to a healthy service."""
 
 
-def apply_action(state: IncidentState, index: int, rng: np.random.Generator) -> str:
-    """Carries out action ``index``; returns its result's words for ``last_output``.
+def apply_action(
+    state: IncidentState, kind: str, slot: int | None, rng: np.random.Generator
+) -> str:
+    """Carries out ``kind`` on the service in ``slot`` (``None``: a global action).
 
-    Sets ``state.last_result`` (a :data:`RESULTS` code) and, for a fatal
-    action, ``state.outcome``.
+    Returns the result's words for ``last_output``; sets ``state.last_result``
+    (a :data:`RESULTS` code) and, for a fatal action, ``state.outcome``.
     """
-    kind, slot = ACTIONS[index]
     if slot is None:
         return _global(state, kind)
-    if slot not in state.topology.slots:
-        state.last_result = NO_EFFECT
-        return f"no service in slot {slot}"
     if kind.startswith("inspect_"):
         state.last_result = INFO
         return _inspect(state, kind.removeprefix("inspect_"), slot, rng)

@@ -10,15 +10,9 @@ from gymnasium import spaces
 
 from feedbackgym.core import Subgoal, SubgoalTracker
 from feedbackgym.envs.base import TrackedEnv, validation_seed_blocks
-from feedbackgym.envs.incident.actions import (
-    ACTIONS,
-    N_ACTIONS,
-    meanings,
-    normalise,
-    parse_action,
-)
-from feedbackgym.envs.incident.catalog import LOG_SIGNALS, METRICS, N_SLOTS, ROLES, SLOT_ROLES
-from feedbackgym.envs.incident.dynamics import RESULTS, WORSE, advance, apply_action
+from feedbackgym.envs.incident.actions import action_table, meanings, normalise, parse_action
+from feedbackgym.envs.incident.catalog import LOG_SIGNALS, METRICS, ROLES, SLOT_ROLES
+from feedbackgym.envs.incident.dynamics import NO_EFFECT, RESULTS, WORSE, advance, apply_action
 from feedbackgym.envs.incident.expert import expert_action
 from feedbackgym.envs.incident.scenario import (
     DIFFICULTIES,
@@ -94,29 +88,31 @@ class IncidentEnv(TrackedEnv[IncidentState]):
 
     ## Action Space
 
-    ``Discrete(179)``: eleven kinds on each of 16 service slots
-    (``inspect_metrics``, ``inspect_logs``, ``inspect_deploys``, ``restart``,
-    ``rollback``, ``scale_up``, ``scale_down``, ``clear_disk``, ``flush``,
-    ``failover``, ``open_breaker``), then ``wait``, ``escalate``,
-    ``declare_resolved``. Slots are grouped by role (edge 0, frontends 1-2,
-    apis 3-6, workers 7-8, caches 9-10, queue 11, databases 12-13, third
-    parties 14-15); an action on an empty slot answers "no such service"
+    ``Discrete(11 * max_services + 3)`` (91 on easy, 113 on medium, 146 on
+    hard, 179 on extreme): eleven kinds (``inspect_metrics``,
+    ``inspect_logs``, ``inspect_deploys``, ``restart``, ``rollback``,
+    ``scale_up``, ``scale_down``, ``clear_disk``, ``flush``, ``failover``,
+    ``open_breaker``) on each service position, then ``wait``, ``escalate``,
+    ``declare_resolved``. Positions hold the episode's services in role order
+    (edge, frontends, apis, workers, caches, queue, databases, third
+    parties); an action on an empty position answers "no such service"
     (:meth:`action_masks` says which are live). ``action_meanings`` names
     each index for the episode's services; text such as ``"inspect logs web"``
     is parsed; anything else raises :class:`~feedbackgym.errors.InvalidAction`.
 
     ## Observation Space
 
-    ``"vector"``: a ``Dict`` of ``present`` (MultiBinary 16), ``calls``
-    (MultiBinary 16x16, caller row, callee column), ``alerts`` (MultiBinary
-    16), ``budget`` and ``time`` (Box 1), ``metrics`` (Box 16x8, the last
-    inspected values normalised), ``metrics_age`` (Box 16), ``logs``
-    (MultiBinary 16x18 log signals seen), ``deploys`` (MultiBinary 16x2),
-    ``log_pointers`` (MultiBinary 16x16: row s blames column t),
-    ``inspected`` (MultiBinary 16x3), ``actions_taken`` (MultiBinary 179) and
-    ``last_result`` (Discrete 5). ``"text"``: the console (the service map,
-    status, alerts, the last answer, every finding). ``"both"``: the Dict
-    plus ``text``. No wall-clock values.
+    ``"vector"``: a ``Dict`` over ``n = max_services`` positions of
+    ``present`` (MultiBinary n), ``roles`` (MultiBinary n x 8), ``calls``
+    (MultiBinary n x n, caller row, callee column), ``alerts`` (MultiBinary
+    n), ``budget`` and ``time`` (Box 1), ``metrics`` (Box n x 8, the last
+    inspected values normalised), ``metrics_age`` (Box n), ``logs``
+    (MultiBinary n x 18 log signals seen), ``deploys`` (MultiBinary n x 2),
+    ``log_pointers`` (MultiBinary n x n: row s blames column t),
+    ``inspected`` (MultiBinary n x 3), ``actions_taken`` (MultiBinary, one per
+    action) and ``last_result`` (Discrete 5). ``"text"``: the console (the
+    service map, status, alerts, the last answer, every finding). ``"both"``:
+    the Dict plus ``text``. No wall-clock values.
 
     ## Rewards
 
@@ -147,7 +143,7 @@ class IncidentEnv(TrackedEnv[IncidentState]):
         >>> env = IncidentEnv("easy", split="test")
         >>> _, info = env.reset(seed=0)
         >>> info["incident"].startswith("easy/"), env.step_limit
-        (True, 30)
+        (True, 50)
     """
 
     def __init__(
@@ -169,11 +165,13 @@ class IncidentEnv(TrackedEnv[IncidentState]):
         self._set_common_args(
             obs_mode=obs_mode, max_steps=self.step_limit, render_mode=render_mode
         )
-        self.action_space: spaces.Space[Any] = spaces.Discrete(N_ACTIONS)
-        n = N_SLOTS
+        n = self.positions = self.preset.max_services
+        self._table = action_table(n)
+        self.action_space: spaces.Space[Any] = spaces.Discrete(len(self._table))
         vector = spaces.Dict(
             {
                 "present": spaces.MultiBinary(n),
+                "roles": spaces.MultiBinary(n * len(ROLES)),
                 "calls": spaces.MultiBinary(n * n),
                 "alerts": spaces.MultiBinary(n),
                 "budget": spaces.Box(0.0, 1.0, (1,), np.float32),
@@ -184,7 +182,7 @@ class IncidentEnv(TrackedEnv[IncidentState]):
                 "deploys": spaces.MultiBinary(n * 2),
                 "log_pointers": spaces.MultiBinary(n * n),
                 "inspected": spaces.MultiBinary(n * len(INSPECTIONS)),
-                "actions_taken": spaces.MultiBinary(N_ACTIONS),
+                "actions_taken": spaces.MultiBinary(len(self._table)),
                 "last_result": spaces.Discrete(len(RESULTS)),
             }
         )
@@ -195,10 +193,16 @@ class IncidentEnv(TrackedEnv[IncidentState]):
             self.observation_space = text
         else:
             self.observation_space = spaces.Dict({**vector.spaces, "text": text})
-        self._actions_taken = np.zeros(N_ACTIONS, np.int8)
-        self._meanings: tuple[str, ...] = meanings({})
+        self._actions_taken = np.zeros(len(self._table), np.int8)
+        self._meanings: tuple[str, ...] = meanings(self._table, ())
         self._by_meaning: dict[str, int] = {}
         self._static: dict[str, np.ndarray] = {}
+        self._slots = np.zeros(0, np.int64)
+        self.target_vocabulary = tuple(f"service{p}" for p in range(n))
+        """The vector channel's target entities: the service positions (``hint_targets``
+        marks the positions of the services a hint names; see :meth:`target_index`)."""
+        self.max_subgoals = 32
+        """The longest subgoal library a preset builds (the guide's vector size)."""
 
     # --- Gymnasium API ---------------------------------------------------------------------
 
@@ -218,10 +222,15 @@ class IncidentEnv(TrackedEnv[IncidentState]):
         state, tracker = self._require_episode()
         if state.outcome != "in_progress":
             raise FeedbackGymError(f"the episode is over ({state.outcome}); call reset()")
-        index = parse_action(action, self._by_meaning, self._names())
+        index = self.parse_action(action)
         self._actions_taken[index] = 1
         state.last_action = self._meanings[index]
-        state.last_output = apply_action(state, index, self.np_random)
+        kind, position = self._table[index]
+        if position is not None and position >= len(self._slots):
+            state.last_result, state.last_output = NO_EFFECT, f"no service at position {position}"
+        else:
+            slot = None if position is None else int(self._slots[position])
+            state.last_output = apply_action(state, kind, slot, self.np_random)
         if not state.declared and state.outcome == "in_progress":
             advance(state)
         state.symptoms_seen |= set(state.active_alerts())
@@ -253,13 +262,14 @@ class IncidentEnv(TrackedEnv[IncidentState]):
 
     def parse_action(self, action: int | str) -> int:
         """Turns an index or text into a valid action index (see ``## Action Space``)."""
-        return parse_action(action, self._by_meaning, self._names())
+        names = self._state.topology.names if self._state is not None else ()
+        return parse_action(action, self._by_meaning, len(self._table), names)
 
     def action_masks(self) -> np.ndarray:
         """Which actions act on a service this episode has (for masked policies)."""
-        state, _ = self._require_episode()
-        present = set(state.topology.slots)
-        return np.array([slot is None or slot in present for _, slot in ACTIONS], bool)
+        self._require_episode()
+        n = len(self._slots)
+        return np.array([p is None or p < n for _, p in self._table], bool)
 
     @property
     def services(self) -> tuple[str, ...]:
@@ -273,9 +283,6 @@ class IncidentEnv(TrackedEnv[IncidentState]):
         state, _ = self._require_episode()
         return tuple(state.name(s) for s in sorted(state.symptoms_seen))
 
-    target_vocabulary: tuple[str, ...] = tuple(f"slot{i}:{r}" for i, r in enumerate(SLOT_ROLES))
-    """The vector channel's target entities: the service slots (``hint_targets``
-    marks the slots of the services a hint names; see :meth:`target_index`)."""
     subgoal_kinds: tuple[str, ...] = SUBGOAL_KINDS
     """The kinds of subgoal a library holds."""
     roles: tuple[str, ...] = ROLES
@@ -286,7 +293,7 @@ class IncidentEnv(TrackedEnv[IncidentState]):
         state = self._state
         if state is None or name not in state.topology.names:
             return None
-        return state.topology.slots[state.topology.names.index(name)]
+        return state.topology.names.index(name)
 
     @property
     def validation_seeds(self) -> tuple[int, ...]:
@@ -305,8 +312,10 @@ class IncidentEnv(TrackedEnv[IncidentState]):
         return self._require_episode()[0]
 
     def expert_action(self) -> int:
-        """The oracle's next action: it knows the faults."""
-        return expert_action(self._require_episode()[0])
+        """The oracle's next action index: it knows the faults."""
+        kind, slot = expert_action(self._require_episode()[0])
+        position = None if slot is None else int(np.flatnonzero(self._slots == slot)[0])
+        return self._table.index((kind, position))
 
     def get_state(self) -> dict[str, Any]:
         """A snapshot of the episode that :meth:`set_state` restores."""
@@ -331,50 +340,59 @@ class IncidentEnv(TrackedEnv[IncidentState]):
 
     # --- helpers ---------------------------------------------------------------------------
 
-    def _names(self) -> dict[int, str]:
-        state = self._state
-        if state is None:
-            return {}
-        return dict(zip(state.topology.slots, state.topology.names, strict=True))
-
     def _start_episode(self, state: IncidentState) -> SubgoalTracker:
         self._state = state
         self._tracker = SubgoalTracker(build_subgoals(state))
-        self._meanings = meanings(self._names())
+        topology, n = state.topology, self.positions
+        self._slots = np.array(topology.slots, np.int64)
+        self._meanings = meanings(self._table, topology.names)
+        live = len(topology.slots)
         self._by_meaning = {
             normalise(m): i
             for i, m in enumerate(self._meanings)
-            if ACTIONS[i][1] is None or ACTIONS[i][1] in state.topology.slots
+            if self._table[i][1] is None or self._table[i][1] < live  # type: ignore[operator]
         }
-        present = np.zeros(N_SLOTS, np.int8)
-        present[list(state.topology.slots)] = 1
-        calls = np.zeros((N_SLOTS, N_SLOTS), np.int8)
-        for a, b in state.topology.calls:
-            calls[a, b] = 1
-        self._static = {"present": present, "calls": calls.reshape(-1)}
+        position = {slot: p for p, slot in enumerate(topology.slots)}
+        present = np.zeros(n, np.int8)
+        present[:live] = 1
+        roles = np.zeros((n, len(ROLES)), np.int8)
+        roles[np.arange(live), [ROLES.index(SLOT_ROLES[s]) for s in topology.slots]] = 1
+        calls = np.zeros((n, n), np.int8)
+        for a, b in topology.calls:
+            calls[position[a], position[b]] = 1
+        self._static = {"present": present, "roles": roles.reshape(-1), "calls": calls.reshape(-1)}
         return self._tracker
+
+    def _by_position(self, rows: np.ndarray) -> np.ndarray:
+        """Per-slot rows of the state as per-position rows, padded to ``max_services``."""
+        out = np.zeros((self.positions, *rows.shape[1:]), rows.dtype)
+        out[: len(self._slots)] = rows[self._slots]
+        return out
 
     def _observation(self) -> Any:
         state = self._state
         assert state is not None
         if self.obs_mode == "text":
             return render_text(state, self.max_steps)
-        alerts = np.zeros(N_SLOTS, np.int8)
-        alerts[state.active_alerts()] = 1
+        alerting = np.zeros(len(SLOT_ROLES), np.int8)
+        alerting[state.active_alerts()] = 1
+        age = (state.step - np.asarray(state.seen_at, np.float32)) / self.max_steps
+        pointers = state.log_pointers[:, self._slots]
+        by_position = self._by_position
         obs: dict[str, Any] = {
-            "present": self._static["present"].copy(),
-            "calls": self._static["calls"].copy(),
-            "alerts": alerts,
+            **{key: value.copy() for key, value in self._static.items()},
+            "alerts": by_position(alerting),
             "budget": np.array([state.budget], np.float32),
             "time": np.array([min(1.0, state.step / self.max_steps)], np.float32),
-            "metrics": state.metrics_seen.reshape(-1).copy(),
-            "metrics_age": np.clip(
-                (state.step - np.asarray(state.seen_at, np.float32)) / self.max_steps, 0.0, 1.0
-            ).astype(np.float32),
-            "logs": state.logs_seen.reshape(-1).copy(),
-            "deploys": state.deploys_seen.reshape(-1).copy(),
-            "log_pointers": state.log_pointers.reshape(-1).copy(),
-            "inspected": state.inspected.reshape(-1).copy(),
+            "metrics": by_position(state.metrics_seen).reshape(-1),
+            "metrics_age": np.clip(by_position(age) + (1.0 - self._static["present"]), 0, 1)
+            .astype(np.float32),
+            "logs": by_position(state.logs_seen).reshape(-1),
+            "deploys": by_position(state.deploys_seen).reshape(-1),
+            "log_pointers": np.pad(
+                by_position(pointers), ((0, 0), (0, self.positions - len(self._slots)))
+            ).reshape(-1),
+            "inspected": by_position(state.inspected).reshape(-1),
             "actions_taken": self._actions_taken.copy(),
             "last_result": state.last_result,
         }

@@ -8,19 +8,18 @@ agent; it serves datasets, reviews, the ``action`` hint level and tests.
 
 from __future__ import annotations
 
-from feedbackgym.envs.incident.actions import action_index
 from feedbackgym.envs.incident.scenario import IncidentState
 from feedbackgym.envs.incident.subgoals import evidence_needed
 
 __all__ = ["expert_action"]
 
 
-def expert_action(state: IncidentState) -> int:
-    """Returns the expert's next action index for ``state``."""
+def expert_action(state: IncidentState) -> tuple[str, int | None]:
+    """Returns the expert's next action for ``state``: its kind and slot (``None``: global)."""
     for slot in state.initial_alerts:
         for kind in ("metrics", "logs"):
             if not state.has_evidence(slot, kind):
-                return action_index(f"inspect_{kind}", slot)
+                return (f"inspect_{kind}", slot)
     active = state.active_faults()
     for fault in active:
         wave = fault.wave
@@ -29,15 +28,15 @@ def expert_action(state: IncidentState) -> int:
             (s, "logs") for s in fault.hops
         ]:
             if not state.has_evidence(slot, kind, wave):
-                return action_index(f"inspect_{kind}", slot)
+                return (f"inspect_{kind}", slot)
         for kind in evidence_needed(fault):
             if not state.has_evidence(fault.root, kind, wave):
-                return action_index(f"inspect_{kind}", fault.root)
+                return (f"inspect_{kind}", fault.root)
         if fault.mitigated_at is None:
-            return action_index(fault.fault.mitigation, fault.root)
+            return (fault.fault.mitigation, fault.root)
     for fault in active:
         if state.is_recovered(fault) and fault.root not in state.verified:
-            return action_index("inspect_metrics", fault.root)
+            return ("inspect_metrics", fault.root)
     if not all(state.is_recovered(f) for f in state.faults):
-        return action_index("wait")
-    return action_index("declare_resolved")
+        return ("wait", None)
+    return ("declare_resolved", None)

@@ -130,10 +130,10 @@ class Difficulty:
 
 
 PRESETS: dict[str, Difficulty] = {
-    "easy": Difficulty(5, 8, 1, 1, 2, 0, 2, 3, 0.010, 30),
-    "medium": Difficulty(7, 10, 1, 1, 3, 2, 3, 3, 0.008, 45),
-    "hard": Difficulty(9, 13, 2, 2, 4, 2, 4, 4, 0.005, 70),
-    "extreme": Difficulty(12, 16, 2, 3, 6, 2, 8, 4, 0.0025, 160, waves=3),
+    "easy": Difficulty(5, 8, 1, 1, 2, 0, 2, 3, 0.010, 50),
+    "medium": Difficulty(7, 10, 1, 1, 3, 2, 3, 3, 0.008, 70),
+    "hard": Difficulty(9, 13, 2, 2, 4, 2, 4, 4, 0.005, 100),
+    "extreme": Difficulty(12, 16, 2, 3, 6, 2, 8, 4, 0.0025, 200, waves=3),
 }
 """The difficulty presets, easiest first."""
 DIFFICULTIES: tuple[str, ...] = tuple(PRESETS)

@@ -31,7 +31,7 @@ def _check(names, observed, unwrapped, obs, info, shown_review):
     leaked = set()
     if hint:
         leaked |= _named(hint["text"], names) | (set(hint["targets"]) - observed)
-    marked = {unwrapped.state.name(s) for s in np.flatnonzero(obs["hint_targets"])}
+    marked = {unwrapped.services[p] for p in np.flatnonzero(obs["hint_targets"])}
     leaked |= marked - observed
     review = info["feedback"].get("review") or {}
     if review:
@@ -51,7 +51,8 @@ def test_no_hint_or_review_reveals_an_unobserved_service_over_1000_test_seeds():
         done = False
         while True:
             observed = set(unwrapped.observed_targets)
-            text_review = env.last_review.text if env.last_review is not None else ""
+            # a review is about its own episode: checked when it lands, at that episode's end
+            text_review = env.last_review.text if done and env.last_review is not None else ""
             leaked = _check(names, observed, unwrapped, obs, info, text_review)
             assert not leaked, (seed, leaked, info["feedback"])
             hints += bool(info["feedback"]["guide"])
