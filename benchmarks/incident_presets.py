@@ -28,6 +28,12 @@ def _play(env: IncidentEnv, seed: int, policy) -> tuple[bool, int]:  # type: ign
     return bool(info["is_success"]), steps
 
 
+def _random(env: IncidentEnv):  # type: ignore[no-untyped-def]
+    rng = np.random.default_rng(0)
+    n = int(env.action_space.n)  # type: ignore[attr-defined]
+    return lambda: int(rng.integers(n))
+
+
 def main() -> None:
     """Measures every preset and prints the table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -45,9 +51,7 @@ def main() -> None:
         train_keys = {train.reset(seed=s)[1]["incident"] for s in range(args.keys)}
         test_keys = {test.reset(seed=s)[1]["incident"] for s in range(args.keys // 10)}
         expert = [_play(test, s, test.expert_action) for s in range(args.episodes)]
-        rng = np.random.default_rng(0)
-        n = int(test.action_space.n)  # type: ignore[attr-defined]
-        random = [_play(test, s, lambda: int(rng.integers(n)))[0] for s in range(args.episodes)]
+        random = [_play(test, s, _random(test))[0] for s in range(args.episodes)]
         lengths = [steps for _, steps in expert]
         print(
             f"| {difficulty} | {test.step_limit} | {len(train_keys):,} ({args.keys:,}) "

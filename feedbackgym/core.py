@@ -242,7 +242,7 @@ def next_subgoal_ids(library: Sequence[Subgoal], progress: Mapping[str, bool]) -
 
 @dataclass(frozen=True)
 class Hint:
-    """Guide feedback: the subgoals to pursue next, in order. Never an action.
+    """Guide feedback: the subgoals to pursue next, in order (an action only at ``action`` level).
 
     Attributes:
         subgoal_ids: Ids of the subgoals to reach next, first one first.

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gymnasium.envs.registration import register, registry, spec
+from gymnasium.envs.registration import register, registry
+from gymnasium.envs.registration import spec as registered
 
 __all__ = ["ENV_DESCRIPTIONS", "evaluation_kwargs", "has_splits", "register_envs"]
 
@@ -137,7 +138,7 @@ def has_splits(env_id: str) -> bool:
         (True, False)
     """
     try:
-        return "split" in (spec(env_id).kwargs or {})
+        return "split" in (registered(env_id).kwargs or {})
     except Exception:  # an unknown or unregistered id: gym.make reports it
         return False
 

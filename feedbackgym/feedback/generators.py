@@ -234,7 +234,7 @@ class ReviewRequest:
 
 @runtime_checkable
 class Guide(Protocol):
-    """A guide: names what to pursue next in a state. Never an action.
+    """A guide: names what to pursue next in a state; an action only at the ``action`` level.
 
     ``hint`` may be ``async def``; see the module docstring for how it is called.
     """

@@ -55,6 +55,7 @@ from feedbackgym.language.episode_chat import (
     DEFAULT_TURNS,
     EpisodeChat,
     ReviewMemory,
+    action_choices,
     agent_template,
     check_turns,
 )
@@ -345,7 +346,7 @@ class ChatAgent:
         Counting the prompt's tokens asks the server too: a failure there is a failed call.
         """
         retry: list[dict[str, str]] = []
-        choices = tuple(_unwrapped(env).action_meanings)
+        choices = action_choices(env)
         for _ in range(self.retries + 1):
             try:
                 prompt = self.window.fit(messages) if self.window is not None else messages

@@ -50,6 +50,7 @@ __all__ = [
     "TURN_MODES",
     "EpisodeChat",
     "ReviewMemory",
+    "action_choices",
     "agent_template",
     "check_turns",
     "new_lines",
@@ -57,6 +58,29 @@ __all__ = [
 
 DEFAULT_MEMORY = 3
 """How many reviews of earlier episodes the system message carries."""
+
+
+def action_choices(env: gym.Env[Any, Any]) -> tuple[str, ...]:
+    """The episode's actions in words, less those the env's ``action_masks`` rules out.
+
+    OpsIncident-v1 pads its action space to the preset's most services; a language
+    model is offered only the actions on services the episode has.
+
+    Example:
+        >>> import feedbackgym
+        >>> from feedbackgym.envs.incident import IncidentEnv
+        >>> env = IncidentEnv("easy")
+        >>> _ = env.reset(seed=0)
+        >>> len(action_choices(env)) == 11 * len(env.services) + 3
+        True
+    """
+    unwrapped: Any = env.unwrapped
+    meanings = tuple(unwrapped.action_meanings)
+    masks = getattr(unwrapped, "action_masks", None)
+    if masks is None:
+        return meanings
+    return tuple(m for m, live in zip(meanings, masks(), strict=True) if live)
+
 
 TURN_MODES = ("delta", "full")
 """What a later user turn carries: the new lines of the observation, or all of it."""
@@ -200,7 +224,7 @@ class EpisodeChat:
         return cls(
             template,
             spec.id if spec is not None else type(unwrapped).__name__,
-            tuple(unwrapped.action_meanings),
+            action_choices(env),
             seed,
             spec.kwargs if spec is not None else {},
             turns=turns,

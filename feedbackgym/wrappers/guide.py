@@ -204,7 +204,7 @@ class AddGuide(FeedbackWrapper):
         when: str = "always",
         level: str = _DEFAULTS.level,
     ) -> None:
-        """Changes the guide density, lookahead, dropout, when it speaks and its level (hot reload)."""
+        """Changes density, lookahead, dropout, when it speaks and its level (hot reload)."""
         if every < 1:
             raise ValueError(f"every must be at least 1, got {every}")
         if not 0.0 <= dropout <= 1.0:

@@ -196,9 +196,7 @@ class FadeGuideToReview(
             )
         if self._review is not None:
             r = config.review
-            self._review.configure(
-                window=r.window, stall_steps=r.stall_steps, level=r.level
-            )
+            self._review.configure(window=r.window, stall_steps=r.stall_steps, level=r.level)
         if self._shaping is not None:
             self._shaping_scale = config.shaping.scale
             shaping = config.shaping

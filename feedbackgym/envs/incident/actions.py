@@ -33,7 +33,7 @@ ActionTable = tuple[tuple[str, int | None], ...]
 
 
 def action_table(positions: int) -> ActionTable:
-    """``(kind, position)`` of every index for ``positions`` service positions (``None``: global)."""
+    """``(kind, position)`` of every index, for ``positions`` positions (``None``: global)."""
     return tuple((kind, p) for p in range(positions) for kind in SERVICE_KINDS) + tuple(
         (kind, None) for kind in GLOBAL_KINDS
     )
@@ -55,9 +55,7 @@ def normalise(text: str) -> str:
     return re.sub(r"\s+", " ", text.strip(" .!`'\""))
 
 
-def parse_action(
-    action: Any, by_meaning: dict[str, int], size: int, names: tuple[str, ...]
-) -> int:
+def parse_action(action: Any, by_meaning: dict[str, int], size: int, names: tuple[str, ...]) -> int:
     """An index or a text into a valid index.
 
     Args:

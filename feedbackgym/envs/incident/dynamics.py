@@ -245,9 +245,13 @@ def _intervene(state: IncidentState, kind: str, slot: int) -> tuple[int, str]:
     if kind == "scale_up":
         for fault in relieved:
             fault.growth = 0.5 * PRESSURE_GROWTH
-        return (OK, f"scaled up {name}; pressure grows slower") if relieved else (
-            NO_EFFECT,
-            f"scaled up {name}: no change",
+        return (
+            (OK, f"scaled up {name}; pressure grows slower")
+            if relieved
+            else (
+                NO_EFFECT,
+                f"scaled up {name}: no change",
+            )
         )
     if kind == "scale_down":
         state.penalties.append(list(SCALE_DOWN_BURN))

@@ -50,7 +50,8 @@ def resolve_difficulty(difficulty: str, overrides: dict[str, Any]) -> Difficulty
     unknown = sorted(set(overrides) - set(Difficulty.parameters()))
     if unknown:
         raise ValueError(
-            f"unknown OpsIncident-v1 parameters {unknown}; valid: {', '.join(Difficulty.parameters())}"
+            f"unknown OpsIncident-v1 parameters {unknown}; "
+            f"valid: {', '.join(Difficulty.parameters())}"
         )
     return Difficulty(**{**PRESETS[difficulty].__dict__, **overrides})
 
@@ -123,7 +124,8 @@ class IncidentEnv(TrackedEnv[IncidentState]):
     Terminated on a correct resolution, an exhausted SLO budget, a destructive
     action (restarting a database), a wrong declaration or an escalation;
     ``info["outcome"]`` says which. Truncated at the preset's step limit
-    (:attr:`step_limit`; ``gym.make(..., max_episode_steps=N)`` may cut it shorter), however the preset is chosen.
+    (:attr:`step_limit`), however the preset is chosen;
+    ``gym.make(..., max_episode_steps=N)`` may cut it shorter.
 
     ## Arguments
 
@@ -162,9 +164,7 @@ class IncidentEnv(TrackedEnv[IncidentState]):
         self.preset_name = difficulty if not knobs else "custom"
         self.split = split
         self.step_limit = self.preset.step_limit
-        self._set_common_args(
-            obs_mode=obs_mode, max_steps=self.step_limit, render_mode=render_mode
-        )
+        self._set_common_args(obs_mode=obs_mode, max_steps=self.step_limit, render_mode=render_mode)
         n = self.positions = self.preset.max_services
         self._table = action_table(n)
         self.action_space: spaces.Space[Any] = spaces.Discrete(len(self._table))
@@ -278,8 +278,11 @@ class IncidentEnv(TrackedEnv[IncidentState]):
 
     @property
     def observed_targets(self) -> tuple[str, ...]:
-        """Services the agent has seen a symptom of: an alert on it, or a metric or
-        log line it inspected (its own, or a caller's line that blames it)."""
+        """Services the agent has seen a symptom of.
+
+        An alert on it, or a metric or log line it inspected (its own, or a
+        caller's line that blames it): the ``phase`` hint level names no other.
+        """
         state, _ = self._require_episode()
         return tuple(state.name(s) for s in sorted(state.symptoms_seen))
 
@@ -297,8 +300,10 @@ class IncidentEnv(TrackedEnv[IncidentState]):
 
     @property
     def validation_seeds(self) -> tuple[int, ...]:
-        """The seeds validation plays (:data:`VALIDATION_SEEDS`), on the env's split:
-        validation makes its env with ``split="test"``."""
+        """The seeds validation plays (:data:`VALIDATION_SEEDS`), on the env's split.
+
+        Validation makes its env with ``split="test"``.
+        """
         return VALIDATION_SEEDS[self.difficulty]
 
     @property
@@ -385,8 +390,9 @@ class IncidentEnv(TrackedEnv[IncidentState]):
             "budget": np.array([state.budget], np.float32),
             "time": np.array([min(1.0, state.step / self.max_steps)], np.float32),
             "metrics": by_position(state.metrics_seen).reshape(-1),
-            "metrics_age": np.clip(by_position(age) + (1.0 - self._static["present"]), 0, 1)
-            .astype(np.float32),
+            "metrics_age": np.clip(by_position(age) + (1.0 - self._static["present"]), 0, 1).astype(
+                np.float32
+            ),
             "logs": by_position(state.logs_seen).reshape(-1),
             "deploys": by_position(state.deploys_seen).reshape(-1),
             "log_pointers": np.pad(

@@ -23,6 +23,7 @@ from feedbackgym.envs.incident.catalog import (
     METRICS,
     N_SLOTS,
     SLOT_ROLES,
+    Fault,
 )
 from feedbackgym.envs.incident.topology import (
     Topology,
@@ -165,7 +166,7 @@ class IncidentFault:
     mitigated_at: int | None = None
 
     @property
-    def fault(self):  # type: ignore[no-untyped-def]
+    def fault(self) -> Fault:
         """The fault type's catalog entry."""
         return FAULTS[self.name]
 
@@ -209,9 +210,7 @@ class IncidentState:
         default_factory=lambda: np.zeros((N_SLOTS, len(LOG_SIGNALS)), np.int8)
     )
     deploys_seen: np.ndarray = field(default_factory=lambda: np.zeros((N_SLOTS, 2), np.int8))
-    log_pointers: np.ndarray = field(
-        default_factory=lambda: np.zeros((N_SLOTS, N_SLOTS), np.int8)
-    )
+    log_pointers: np.ndarray = field(default_factory=lambda: np.zeros((N_SLOTS, N_SLOTS), np.int8))
     inspected: np.ndarray = field(
         default_factory=lambda: np.zeros((N_SLOTS, len(INSPECTIONS)), np.int8)
     )

@@ -37,8 +37,7 @@ SUBGOAL_KINDS: tuple[str, ...] = (
 PHASES: dict[str, str] = {
     "triage": "Triage the alerts: inspect the metrics and logs of every alerting service.",
     "alert": "Triage the new alert: inspect the metrics and logs of the service that alerts.",
-    "trace": "Follow the signal: inspect the logs of each service your findings blame, "
-    "hop by hop.",
+    "trace": "Follow the signal: inspect the logs of each service your findings blame, hop by hop.",
     "find_root_cause": "Find the root-cause evidence where the trail ends: inspect that "
     "service's metrics and logs, and its deploy history.",
     "mitigate": "Mitigate the cause you found, at the service where the trail ends.",
@@ -55,9 +54,7 @@ def evidence_needed(fault: IncidentFault) -> tuple[str, ...]:
 
 def _triaged(state: IncidentState) -> bool:
     evidence = state.evidence
-    return all(
-        (s, "metrics") in evidence and (s, "logs") in evidence for s in state.initial_alerts
-    )
+    return all((s, "metrics") in evidence and (s, "logs") in evidence for s in state.initial_alerts)
 
 
 def _alert_triaged(index: int, state: IncidentState) -> bool:

@@ -24,7 +24,11 @@ def render_text(state: IncidentState, max_steps: int) -> str:
     topology, name = state.topology, state.name
     services = [
         f"  {name(s)} ({SLOT_ROLES[s].replace('_', ' ')})"
-        + (f" calls {', '.join(name(c) for c in topology.callees(s))}" if topology.callees(s) else "")
+        + (
+            f" calls {', '.join(name(c) for c in topology.callees(s))}"
+            if topology.callees(s)
+            else ""
+        )
         for s in topology.slots
     ]
     alerts = state.active_alerts()

@@ -199,8 +199,10 @@ class OpsIncidentEnv(TrackedEnv[IncidentState]):
 
     @property
     def observed_targets(self) -> tuple[str, ...]:
-        """Services the agent has seen a symptom of: alerting, inspected (metrics or
-        logs), or blamed by a log line it inspected (the ``phase`` hint level's)."""
+        """Services the agent has seen a symptom of (the ``phase`` level names no other).
+
+        Alerting, inspected (metrics or logs), or blamed by a log line it inspected.
+        """
         state = self._require_episode()[0]
         seen = set(state.initial_alerts) | set(state.active_alerts())
         for row, service in enumerate(SERVICES):

@@ -23,7 +23,12 @@ from typing import Any
 
 import gymnasium as gym
 
-from feedbackgym.language.episode_chat import EpisodeChat, ReviewMemory, agent_template
+from feedbackgym.language.episode_chat import (
+    EpisodeChat,
+    ReviewMemory,
+    action_choices,
+    agent_template,
+)
 from feedbackgym.protocol import ENV_REWARD, FEEDBACK, IS_SUCCESS, OUTCOME
 from feedbackgym.training.llm.action_choice import (
     ActionTrie,
@@ -138,8 +143,7 @@ def play_episode(
     """
     start = time.perf_counter()
     obs, info = env.reset(seed=seed)
-    unwrapped: Any = env.unwrapped
-    meanings = tuple(unwrapped.action_meanings)
+    meanings = action_choices(env)
     trie = trie if trie is not None else chat.trie(meanings)
     text = EpisodeChat.for_env(agent_template(), env, seed, turns=turns)
     result = EpisodeTokens(seed=seed, memory=len(memory.texts) if memory is not None else 0)
@@ -159,7 +163,7 @@ def play_episode(
         result.logprobs += choice.logprobs
         result.generated += len(choice.tokens)
         result.messages.append({"role": "assistant", "content": meanings[choice.action]})
-        obs, reward, terminated, truncated, info = env.step(choice.action)
+        obs, reward, terminated, truncated, info = env.step(meanings[choice.action])
         result.length += 1
         result.episode_return += float(reward)
         result.env_return += float(info.get(ENV_REWARD, reward))

@@ -50,7 +50,12 @@ from typing import Any
 from feedbackgym.config import FeedbackConfig, merge_config
 from feedbackgym.control import FeedbackController
 from feedbackgym.errors import DependencyNotInstalled, InvalidAction
-from feedbackgym.language.episode_chat import EpisodeChat, ReviewMemory, agent_template
+from feedbackgym.language.episode_chat import (
+    EpisodeChat,
+    ReviewMemory,
+    action_choices,
+    agent_template,
+)
 from feedbackgym.protocol import FEEDBACK, IS_SUCCESS
 from feedbackgym.training.common.arms import arm_config
 from feedbackgym.wrappers.stack import make, resolve_feedback
@@ -87,11 +92,10 @@ class FeedbackEpisode:
         owner = self._owner
         self._seed = int(seed) if seed is not None else owner.next_seed()
         obs, info = self._env.reset(seed=self._seed)
-        unwrapped = self._env.unwrapped
         self._text = EpisodeChat(
             agent_template(),
             owner.env_id,
-            tuple(unwrapped.action_meanings),
+            action_choices(self._env),
             self._seed,
             owner.env_kwargs,
             turns="full",

@@ -1,4 +1,4 @@
-"""At the default ``phase`` level, no hint or review names or marks a service before it is observed."""
+"""At the default ``phase`` level, no hint or review names or marks an unobserved service."""
 
 from __future__ import annotations
 

@@ -62,9 +62,10 @@ def test_every_seed_poses_an_incident_in_both_splits_and_replays_exactly():
         a, b = IncidentEnv("hard", split=split), IncidentEnv("hard", split=split)
         for seed in (0, 1, 7, 10_000_000):
             assert a.reset(seed=seed)[1]["incident"] == b.reset(seed=seed)[1]["incident"]
-    assert IncidentEnv(split="train").reset(seed=3)[1]["incident"] != IncidentEnv(
-        split="test"
-    ).reset(seed=3)[1]["incident"]
+    assert (
+        IncidentEnv(split="train").reset(seed=3)[1]["incident"]
+        != IncidentEnv(split="test").reset(seed=3)[1]["incident"]
+    )
 
 
 @pytest.mark.parametrize("difficulty", DIFFICULTIES)
