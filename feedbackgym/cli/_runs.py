@@ -7,6 +7,7 @@ from typing import Any
 
 from feedbackgym.cli._helpers import fraction, positive_int
 from feedbackgym.config import ExploreConfig, RelianceConfig
+from feedbackgym.core import HINT_LEVELS
 from feedbackgym.training.common.trainer_names import DEFAULT_TRAINER, TRAINERS
 from feedbackgym.training.common.update_presets import (
     DEFAULT_PRESET,
@@ -130,6 +131,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dropout-scope", choices=("step", "episode"), help="what dropout withholds"
     )
+    add_level_argument(parser)
     parser.add_argument(
         "--reliance-rule",
         action="store_true",
@@ -232,6 +234,17 @@ def given_sections(flags: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return overrides
 
 
+def add_level_argument(parser: argparse.ArgumentParser) -> None:
+    """``--level``: what hints and reviews may disclose, part of every result's label."""
+    parser.add_argument(
+        "--level",
+        choices=HINT_LEVELS,
+        help="what hints and reviews disclose: phase (default: the kind of next step, only "
+        "services the agent has observed), target (the hidden root) or action (the expert's "
+        "action, an ablation)",
+    )
+
+
 def feedback_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The feedback config sections the flags set (they override a ``--config`` file).
 
@@ -243,7 +256,12 @@ def feedback_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """
     flags = {
         "schedule": {"switch_at": args.switch_at, "fade": args.fade},
-        "guide": {"dropout": args.dropout, "dropout_scope": args.dropout_scope},
+        "guide": {
+            "dropout": args.dropout,
+            "dropout_scope": args.dropout_scope,
+            "level": args.level,
+        },
+        "review": {"level": args.level},
         "shaping": {"terminal": args.shaping_terminal, "gamma": args.gamma},
         "explore": {"scale": args.explore_scale},
     }

@@ -60,7 +60,7 @@ from feedbackgym.cli._helpers import (
     positive_int,
     table,
 )
-from feedbackgym.cli._runs import given_sections
+from feedbackgym.cli._runs import add_level_argument, given_sections
 from feedbackgym.language.agent_arms import ARMS as AGENT_ARMS
 from feedbackgym.language.agent_arms import DEFAULT_ARM as DEFAULT_AGENT_ARM
 from feedbackgym.schedules import ARMS
@@ -122,6 +122,7 @@ def add_commands(commands: Any) -> None:
     parser.add_argument("--fade", type=float, help="fade length in rounds")
     parser.add_argument("--dropout", type=fraction, help="hint dropout (default 0.5)")
     parser.add_argument("--dropout-scope", choices=("step", "episode"))
+    add_level_argument(parser)
     parser.add_argument("--fixed-switch", action="store_true", help="no adaptive switch")
     parser.add_argument(
         "--reliance-rule", action="store_true", help="validations' hint reliance moves the dropout"
@@ -142,12 +143,17 @@ def llm_feedback_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
     Example:
         >>> args = argparse.Namespace(switch_at=0.5, fade=None, dropout=0.0, dropout_scope=None,
-        ...                           fixed_switch=True, reliance_rule=False)
+        ...                           level=None, fixed_switch=True, reliance_rule=False)
         >>> llm_feedback_overrides(args)
         {'guide': {'dropout': 0.0}, 'schedule': {'switch_at': 0.5, 'adaptive': None}}
     """
     flags = {
-        "guide": {"dropout": args.dropout, "dropout_scope": args.dropout_scope},
+        "guide": {
+            "dropout": args.dropout,
+            "dropout_scope": args.dropout_scope,
+            "level": args.level,
+        },
+        "review": {"level": args.level},
         "schedule": {"switch_at": args.switch_at, "fade": args.fade},
     }
     overrides = given_sections(flags)
