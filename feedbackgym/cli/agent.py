@@ -25,7 +25,8 @@ export-chat`` writes them as chats. ``--feedback llm`` asks the same server
 and model for the hints and reviews (:mod:`feedbackgym.feedback.llm`), with
 the command's ``--timeout`` and ``--constrain``. ``--arm`` and ``--attempts``
 play each seed K times in a feedback arm (:mod:`feedbackgym.language.agent_arms`);
-each episode's line and its record name its arm and attempt.
+each episode's line and its record name its arm and attempt. An env with
+splits (OpsIncident-v1) plays its test split unless ``--kwarg split=train``.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from feedbackgym.cli._helpers import (
 )
 from feedbackgym.experts import default_dataset_path
 from feedbackgym.language.agent_arms import ARMS, DEFAULT_ARM
+from feedbackgym.registration import evaluation_kwargs
 
 if TYPE_CHECKING:
     from feedbackgym.feedback.llm import ChatClient
@@ -255,7 +257,7 @@ def _play(
             seed=args.seed,
             store=out,
             round=args.round,
-            env_kwargs=parse_kwargs(args.kwarg),
+            env_kwargs=evaluation_kwargs(args.env, parse_kwargs(args.kwarg)),
             guide=guide,
             reviewer=reviewer,
             deadline_ms=args.timeout * 1000,

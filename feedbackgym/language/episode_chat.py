@@ -176,10 +176,12 @@ class EpisodeChat:
     Args:
         template: The prompt template (system and user messages).
         env_id: The env's id (the system message names it).
-        meanings: The env's actions in words.
+        meanings: The env's actions in words, by index.
         seed: The episode's seed (the system message's episode JSON has it).
         kwargs: The env's keyword arguments (likewise).
         turns: ``"delta"`` or ``"full"`` (see the module docstring).
+        choices: The actions the system message lists (default: ``meanings``;
+            :func:`action_choices` leaves out those the env masks).
 
     Raises:
         ConfigError: An unknown ``turns``.
@@ -194,6 +196,7 @@ class EpisodeChat:
         kwargs: Mapping[str, Any] | None = None,
         *,
         turns: str = DEFAULT_TURNS,
+        choices: tuple[str, ...] | None = None,
     ) -> None:
         self.turns = check_turns(turns)
         self.template = template
@@ -201,7 +204,7 @@ class EpisodeChat:
         self.meanings = meanings
         self._fields = {
             "env_id": env_id,
-            "actions": "".join(f"- {m}\n" for m in meanings),
+            "actions": "".join(f"- {m}\n" for m in (meanings if choices is None else choices)),
             "episode": json.dumps(
                 {"kind": "episode", "env_id": env_id, "seed": seed, "kwargs": dict(kwargs or {})},
                 sort_keys=True,
@@ -224,10 +227,11 @@ class EpisodeChat:
         return cls(
             template,
             spec.id if spec is not None else type(unwrapped).__name__,
-            action_choices(env),
+            tuple(unwrapped.action_meanings),
             seed,
             spec.kwargs if spec is not None else {},
             turns=turns,
+            choices=action_choices(env),
         )
 
     def system(

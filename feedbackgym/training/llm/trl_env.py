@@ -95,10 +95,11 @@ class FeedbackEpisode:
         self._text = EpisodeChat(
             agent_template(),
             owner.env_id,
-            action_choices(self._env),
+            tuple(self._env.unwrapped.action_meanings),
             self._seed,
             owner.env_kwargs,
             turns="full",
+            choices=action_choices(self._env),
         )
         system = self._text.system(owner.memory(self._seed))["content"]
         self._done, self._reward, self._success = False, 0.0, False
