@@ -44,6 +44,7 @@ from feedbackgym.feedback.llm import ChatClient
 from feedbackgym.language.agent_arms import ARMS, agent_arm
 from feedbackgym.language.agent_loop import DEFAULT_CONTEXT, result_dict, run_agent
 from feedbackgym.language.model_server import ModelServer, served_adapter
+from feedbackgym.registration import evaluation_kwargs
 from feedbackgym.training.experiments.stats import (
     bootstrap_ci,
     probability_of_improvement,
@@ -112,6 +113,7 @@ def play_cell(
                 arm=arm,
                 store=folder / "store",
                 context=context,
+                env_kwargs=evaluation_kwargs(env_id, {}),  # the test split, where there is one
             ):
                 if result.stopped:  # cut short: run_agent raises next, the seed is played again
                     continue

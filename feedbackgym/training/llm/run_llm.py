@@ -36,6 +36,7 @@ from feedbackgym.errors import DependencyNotInstalled
 from feedbackgym.language.episode_chat import ReviewMemory
 from feedbackgym.language.versions import VersionRegistry
 from feedbackgym.protocol import SET_FEEDBACK_STATE, FeedbackState, call_envs
+from feedbackgym.registration import evaluation_kwargs
 from feedbackgym.training.common.device import resolve_device
 from feedbackgym.training.common.feedback_metrics import feedback_metrics
 from feedbackgym.training.common.round_book import RoundBook
@@ -403,7 +404,11 @@ def train_llm_run(
             device=device,
         )
         env = make(config.env_id, controller.config, record=store, **config.env_arguments())
-        eval_env = make(config.env_id, controller.config, **config.env_arguments())
+        eval_env = make(
+            config.env_id,
+            controller.config,
+            **evaluation_kwargs(config.env_id, config.env_arguments()),
+        )
         book = AdapterRounds(config, controller, eval_env, chat, progress=progress)
         checkpoint = None
         if first_round > 0:
