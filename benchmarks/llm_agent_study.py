@@ -24,6 +24,9 @@ Usage:
         --model base --model sft10=runs/sft-10/adapter --seeds 30 --attempts 3 \
         --out runs/llm-study --resume
     python benchmarks/llm_agent_study.py --report runs/llm-study
+
+An env with splits (OpsIncident-v1) is played on its test split; ``--level``
+sets what the hints and reviews disclose (the v0 study above used ``target``).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import gymnasium as gym
 import numpy as np
 
 import feedbackgym  # noqa: F401 (registers the envs)
+from feedbackgym.core import DEFAULT_HINT_LEVEL, HINT_LEVELS
 from feedbackgym.experts import held_out_seeds
 from feedbackgym.feedback.llm import ChatClient
 from feedbackgym.language.agent_arms import ARMS, agent_arm
@@ -92,6 +96,7 @@ def play_cell(
     attempts: int,
     folder: Path,
     context: int = DEFAULT_CONTEXT,
+    level: str = DEFAULT_HINT_LEVEL,
 ) -> None:
     """Plays ``seeds`` in ``arm``, appending each episode to ``folder/episodes.jsonl``."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -114,6 +119,7 @@ def play_cell(
                 store=folder / "store",
                 context=context,
                 env_kwargs=evaluation_kwargs(env_id, {}),  # the test split, where there is one
+                level=level,
             ):
                 if result.stopped:  # cut short: run_agent raises next, the seed is played again
                     continue
@@ -140,7 +146,15 @@ def run(args: argparse.Namespace) -> None:
                 folder = out / _short(args.env) / name / arm
                 if not args.resume and (folder / "episodes.jsonl").exists():
                     raise SystemExit(f"{folder} has episodes: add --resume to go on")
-                play_cell(client, args.env, arm, seeds, attempts_for(arm, args.attempts), folder)
+                play_cell(
+                    client,
+                    args.env,
+                    arm,
+                    seeds,
+                    attempts_for(arm, args.attempts),
+                    folder,
+                    level=args.level,
+                )
 
 
 def _cell_rows(folder: Path) -> list[dict[str, Any]]:
@@ -260,6 +274,12 @@ def main() -> None:
     parser.add_argument("--arms", type=lambda t: t.split(","), default=list(DEFAULT_ARMS))
     parser.add_argument("--seeds", type=int, default=30, help="held-out seeds, from the first")
     parser.add_argument("--attempts", type=int, default=3)
+    parser.add_argument(
+        "--level",
+        choices=HINT_LEVELS,
+        default=DEFAULT_HINT_LEVEL,
+        help="what hints and reviews disclose (part of the results' label: one --out a level)",
+    )
     parser.add_argument("--threads", type=int, default=None, help="the server's CPU threads")
     parser.add_argument("--out", default="runs/llm-study")
     parser.add_argument("--resume", action="store_true")

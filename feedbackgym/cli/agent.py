@@ -7,7 +7,7 @@ Usage::
         [--episodes N] [--attempts K] [--arm ARM] [--seed S] [--out PATH] [--round NAME]
         [--feedback builtin|llm] [--memory K] [--turns delta|full] [--retries R]
         [--timeout SECONDS] [--context TOKENS] [--threads N] [--constrain grammar|json|none]
-        [--max-errors N] [--kwarg KEY=VALUE ...]
+        [--max-errors N] [--level phase|target|action] [--kwarg KEY=VALUE ...]
 
 Without ``--base-url`` it starts a local llama.cpp server on loopback for the
 packaged model (or ``--model-file``) and stops it when it ends
@@ -44,6 +44,7 @@ from feedbackgym.cli._helpers import (
     parse_kwargs,
     positive_int,
 )
+from feedbackgym.core import DEFAULT_HINT_LEVEL, HINT_LEVELS
 from feedbackgym.experts import default_dataset_path
 from feedbackgym.language.agent_arms import ARMS, DEFAULT_ARM
 from feedbackgym.registration import evaluation_kwargs
@@ -161,6 +162,12 @@ def add_commands(commands: Any) -> None:
         default=3,
         help="failed model calls in a row that stop the run (the episode is cut short, recorded)",
     )
+    agent.add_argument(
+        "--level",
+        choices=HINT_LEVELS,
+        default=DEFAULT_HINT_LEVEL,
+        help="what hints and reviews disclose: phase (default), target or action",
+    )
     add_kwarg_option(agent)
     agent.set_defaults(run=_cmd_agent)
 
@@ -260,6 +267,7 @@ def _play(
             env_kwargs=evaluation_kwargs(args.env, parse_kwargs(args.kwarg)),
             guide=guide,
             reviewer=reviewer,
+            level=args.level,
             deadline_ms=args.timeout * 1000,
             memory=args.memory,
             retries=args.retries,

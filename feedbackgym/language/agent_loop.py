@@ -46,6 +46,7 @@ from typing import IO, TYPE_CHECKING, Any
 import gymnasium as gym
 from gymnasium import spaces
 
+from feedbackgym.core import DEFAULT_HINT_LEVEL
 from feedbackgym.errors import ChatError, ConfigError, FeedbackGymError, InvalidAction, ReplyError
 from feedbackgym.feedback.llm import DEFAULT_TIMEOUT_S, ChatClient, PromptTemplate
 from feedbackgym.language.agent_arms import DEFAULT_ARM, AgentArm, LabelAttempt, agent_arm
@@ -460,6 +461,7 @@ def run_agent(
     env_kwargs: Mapping[str, Any] | None = None,
     guide: Guide | str | None = None,
     reviewer: Reviewer | str | None = None,
+    level: str = DEFAULT_HINT_LEVEL,
     deadline_ms: float = DEFAULT_TIMEOUT_S * 1000,
     memory: int = DEFAULT_MEMORY,
     retries: int = 1,
@@ -491,6 +493,8 @@ def run_agent(
         guide: The guide (an object, a ``"module:Class"`` name, or ``None``
             for the built-in one).
         reviewer: The reviewer (likewise).
+        level: What hints and reviews disclose (``"phase"``, ``"target"``,
+            ``"action"``: :mod:`feedbackgym.feedback.levels`), part of the result's label.
         deadline_ms: How long a step waits for an off-step guide or reviewer.
         memory: Reviews of earlier episodes the prompt carries.
         retries: Asks again after a reply that names no action.
@@ -544,10 +548,15 @@ def run_agent(
     recorder = None
     try:
         env = hinted = AddGuide(
-            env, channels=("info",), guide=guide, dropout=0.0, deadline_ms=deadline_ms
+            env,
+            channels=("info",),
+            guide=guide,
+            dropout=0.0,
+            level=level,
+            deadline_ms=deadline_ms,
         )
         env = reviewed = AddReview(
-            env, channels=("info",), reviewer=reviewer, deadline_ms=deadline_ms
+            env, channels=("info",), reviewer=reviewer, level=level, deadline_ms=deadline_ms
         )
         recorder = _Recorder(env, store, env_id, round)
         for n in range(episodes):
