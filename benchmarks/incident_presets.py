@@ -16,22 +16,7 @@ import argparse
 import numpy as np
 
 from feedbackgym.envs.incident import DIFFICULTIES, IncidentEnv
-
-
-def _play(env: IncidentEnv, seed: int, policy) -> tuple[bool, int]:  # type: ignore[no-untyped-def]
-    env.reset(seed=seed)
-    steps, done, info = 0, False, {}
-    while not done:
-        _, _, terminated, truncated, info = env.step(policy())
-        steps += 1
-        done = terminated or truncated
-    return bool(info["is_success"]), steps
-
-
-def _random(env: IncidentEnv):  # type: ignore[no-untyped-def]
-    rng = np.random.default_rng(0)
-    n = int(env.action_space.n)  # type: ignore[attr-defined]
-    return lambda: int(rng.integers(n))
+from feedbackgym.rollout import run_episodes
 
 
 def main() -> None:
@@ -50,13 +35,13 @@ def main() -> None:
         train, test = IncidentEnv(difficulty), IncidentEnv(difficulty, split="test")
         train_keys = {train.reset(seed=s)[1]["incident"] for s in range(args.keys)}
         test_keys = {test.reset(seed=s)[1]["incident"] for s in range(args.keys // 10)}
-        expert = [_play(test, s, test.expert_action) for s in range(args.episodes)]
-        random = [_play(test, s, _random(test))[0] for s in range(args.episodes)]
-        lengths = [steps for _, steps in expert]
+        expert = list(run_episodes(test, "expert", args.episodes))
+        random = [r.success for r in run_episodes(test, "random", args.episodes)]
+        lengths = [r.length for r in expert]
         print(
             f"| {difficulty} | {test.step_limit} | {len(train_keys):,} ({args.keys:,}) "
             f"| {len(test_keys):,} ({args.keys // 10:,}) | {len(train_keys & test_keys)} "
-            f"| {np.mean([ok for ok, _ in expert]):.1%} "
+            f"| {np.mean([r.success for r in expert]):.1%} "
             f"| {np.median(lengths):.0f} [{np.percentile(lengths, 90):.0f}, {max(lengths)}] "
             f"| {np.mean(random):.1%} |",
             flush=True,

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Generic, TypeVar
 
 import gymnasium as gym
+import numpy as np
 
-from feedbackgym.core import SubgoalTracker
+from feedbackgym.core import Subgoal, SubgoalTracker
 from feedbackgym.errors import FeedbackGymError
 
 __all__ = [
@@ -14,6 +16,7 @@ __all__ = [
     "OBS_MODES",
     "TRAIN_SEED_LIMIT",
     "VALIDATION_SEED_START",
+    "SimulatorEnv",
     "SuiteEnv",
     "TrackedEnv",
     "validation_seed_blocks",
@@ -105,3 +108,60 @@ class TrackedEnv(SuiteEnv, Generic[S]):
         if self._state is None or self._tracker is None:
             raise FeedbackGymError("no episode is running; call reset() first")
         return self._state, self._tracker
+
+    @property
+    def subgoals(self) -> list[Subgoal]:
+        """This episode's subgoal library, in prerequisite order."""
+        return list(self._require_episode()[1].subgoals)
+
+    @property
+    def state(self) -> S:
+        """The hidden state (for oracles, reviews and tests; never shown to the agent)."""
+        return self._require_episode()[0]
+
+
+class SimulatorEnv(TrackedEnv[S]):
+    """A tracked env whose whole episode is one deep-copyable state: snapshots are copies.
+
+    Subclasses start an episode from a state in :meth:`_start_episode` (which
+    sets ``_state`` and ``_tracker``), keep ``_actions_taken`` (an array) and
+    build ``_observation()`` and ``_info(progress)``.
+    """
+
+    _actions_taken: np.ndarray
+
+    def _start_episode(self, state: S) -> Any:
+        raise NotImplementedError
+
+    def _observation(self) -> Any:
+        raise NotImplementedError
+
+    def _info(self, progress: dict[str, bool]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Releases nothing: the simulator holds no outside resources. Idempotent."""
+        self._state = None
+        self._tracker = None
+
+    def get_state(self) -> dict[str, Any]:
+        """Returns a snapshot of the episode that :meth:`set_state` can restore."""
+        state, tracker = self._require_episode()
+        return copy.deepcopy(
+            {
+                "state": state,
+                "done": tracker.done,
+                "actions_taken": self._actions_taken,
+                "rng": self.np_random.bit_generator.state,
+            }
+        )
+
+    def set_state(self, snapshot: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        """Restores a snapshot from :meth:`get_state`; returns its observation and info."""
+        snapshot = copy.deepcopy(snapshot)
+        self._start_episode(snapshot["state"])
+        _, tracker = self._require_episode()
+        tracker.restore(snapshot["done"])
+        self._actions_taken[:] = snapshot["actions_taken"]
+        self.np_random.bit_generator.state = snapshot["rng"]
+        return self._observation(), self._info(dict(tracker.done))

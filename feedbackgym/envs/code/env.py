@@ -7,7 +7,7 @@ from typing import Any, SupportsFloat
 import numpy as np
 from gymnasium import spaces
 
-from feedbackgym.core import Subgoal, SubgoalTracker
+from feedbackgym.core import SubgoalTracker
 from feedbackgym.envs.base import OBS_MODES, TrackedEnv, validation_seed_blocks
 from feedbackgym.envs.code.actions import (
     EDIT,
@@ -277,16 +277,6 @@ class CodeFixEnv(TrackedEnv[CodeState]):
     def validation_seeds(self) -> tuple[int, ...]:
         """This difficulty's held-out seeds (:data:`feedbackgym.envs.code.VALIDATION_SEEDS`)."""
         return VALIDATION_SEEDS[self.difficulty]
-
-    @property
-    def subgoals(self) -> list[Subgoal]:
-        """This episode's subgoal library, in prerequisite order."""
-        return list(self._require_episode()[1].subgoals)
-
-    @property
-    def state(self) -> CodeState:
-        """The hidden state (for oracles, reviews and tests; never shown to the agent)."""
-        return self._require_episode()[0]
 
     @property
     def sandbox_name(self) -> str:

@@ -26,6 +26,7 @@ from feedbackgym.envs.incident.scenario import (
     IncidentFault,
     IncidentState,
 )
+from feedbackgym.envs.ops.dynamics import settle_budget
 
 __all__ = ["INFO", "NO_EFFECT", "OK", "RESULTS", "WORSE", "advance", "apply_action"]
 
@@ -77,15 +78,7 @@ def advance(state: IncidentState) -> None:
         state.wave += 1  # the next wave of the cascade begins
         state.wave_starts.append(state.step)
     healthy_breakers = state.breakers - {f.root for f in active}
-    burn += OPEN_BREAKER_BURN * len(healthy_breakers)
-    if state.penalties:
-        for penalty in state.penalties:
-            burn += penalty[0]
-            penalty[1] -= 1
-        state.penalties = [p for p in state.penalties if p[1] > 0]
-    state.budget = max(0.0, state.budget - burn)
-    if state.budget <= 0.0 and state.outcome == "in_progress":
-        state.outcome = "slo_exhausted"
+    settle_budget(state, burn + OPEN_BREAKER_BURN * len(healthy_breakers))
 
 
 # --- inspections -------------------------------------------------------------------------

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any, SupportsFloat
 
 import numpy as np
 from gymnasium import spaces
 
-from feedbackgym.core import Subgoal, SubgoalTracker
-from feedbackgym.envs.base import TrackedEnv, validation_seed_blocks
+from feedbackgym.core import SubgoalTracker
+from feedbackgym.envs.base import SimulatorEnv, validation_seed_blocks
 from feedbackgym.envs.incident.actions import action_table, meanings, normalise, parse_action
 from feedbackgym.envs.incident.catalog import LOG_SIGNALS, METRICS, ROLES, SLOT_ROLES
 from feedbackgym.envs.incident.dynamics import NO_EFFECT, RESULTS, WORSE, advance, apply_action
@@ -56,7 +55,7 @@ def resolve_difficulty(difficulty: str, overrides: dict[str, Any]) -> Difficulty
     return Difficulty(**{**PRESETS[difficulty].__dict__, **overrides})
 
 
-class IncidentEnv(TrackedEnv[IncidentState]):
+class IncidentEnv(SimulatorEnv[IncidentState]):
     """Diagnose and repair incidents in procedurally drawn production systems.
 
     ## Description
@@ -248,11 +247,6 @@ class IncidentEnv(TrackedEnv[IncidentState]):
             return None
         return render_text(self._state, self.max_steps)
 
-    def close(self) -> None:
-        """Releases nothing: the simulator holds no outside resources. Idempotent."""
-        self._state = None
-        self._tracker = None
-
     # --- feedbackgym API -------------------------------------------------------------------
 
     @property
@@ -306,42 +300,11 @@ class IncidentEnv(TrackedEnv[IncidentState]):
         """
         return VALIDATION_SEEDS[self.difficulty]
 
-    @property
-    def subgoals(self) -> list[Subgoal]:
-        """This episode's subgoal library, in prerequisite order."""
-        return list(self._require_episode()[1].subgoals)
-
-    @property
-    def state(self) -> IncidentState:
-        """The hidden state (for oracles, reviews and tests; never shown to the agent)."""
-        return self._require_episode()[0]
-
     def expert_action(self) -> int:
         """The oracle's next action index: it knows the faults."""
         kind, slot = expert_action(self._require_episode()[0])
         position = None if slot is None else int(np.flatnonzero(self._slots == slot)[0])
         return self._table.index((kind, position))
-
-    def get_state(self) -> dict[str, Any]:
-        """A snapshot of the episode that :meth:`set_state` restores."""
-        state, tracker = self._require_episode()
-        return copy.deepcopy(
-            {
-                "state": state,
-                "done": tracker.done,
-                "actions_taken": self._actions_taken,
-                "rng": self.np_random.bit_generator.state,
-            }
-        )
-
-    def set_state(self, snapshot: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-        """Restores a snapshot from :meth:`get_state`; returns its observation and info."""
-        snapshot = copy.deepcopy(snapshot)
-        tracker = self._start_episode(snapshot["state"])
-        tracker.restore(snapshot["done"])
-        self._actions_taken[:] = snapshot["actions_taken"]
-        self.np_random.bit_generator.state = snapshot["rng"]
-        return self._observation(), self._info(dict(tracker.done))
 
     # --- helpers ---------------------------------------------------------------------------
 

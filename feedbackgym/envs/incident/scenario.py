@@ -77,8 +77,8 @@ class Difficulty:
             the horizon grows with the waves.
 
     Example:
-        >>> PRESETS["easy"].faults, PRESETS["extreme"].faults
-        (1, 4)
+        >>> PRESETS["easy"].faults, PRESETS["extreme"].faults, PRESETS["extreme"].waves
+        (1, 2, 3)
     """
 
     min_services: int

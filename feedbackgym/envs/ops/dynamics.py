@@ -7,6 +7,8 @@ burn the SLO error budget, mitigated ones recover.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from feedbackgym.envs.ops.actions import ACTION_MEANINGS, ACTIONS
@@ -29,7 +31,7 @@ from feedbackgym.envs.ops.state import (
     draw_int,
 )
 
-__all__ = ["RESULTS", "advance", "apply_action"]
+__all__ = ["RESULTS", "advance", "apply_action", "settle_budget"]
 
 RESULTS: tuple[str, ...] = ("none", "info", "ok", "no_effect", "worse")
 """Codes of ``last_result``: what the previous action did."""
@@ -80,6 +82,15 @@ def advance(state: IncidentState) -> None:
         burn += fault.fault.burn * (0.6 + fault.pressure) * (1.0 - state.recovery(fault))
     if state.breaker_open and not _has_fault(state, "dependency_outage"):
         burn += OPEN_BREAKER_BURN
+    settle_budget(state, burn)
+
+
+def settle_budget(state: Any, burn: float) -> None:
+    """Burns ``burn`` and the pending penalties (``[per step, steps left]``) from the SLO budget.
+
+    ``state`` has ``penalties``, ``budget`` and ``outcome`` (v0's and v1's
+    incident states); an exhausted budget ends the episode (``slo_exhausted``).
+    """
     if state.penalties:
         for penalty in state.penalties:
             burn += penalty[0]

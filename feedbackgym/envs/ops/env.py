@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any, SupportsFloat
 
 import numpy as np
 from gymnasium import spaces
 
-from feedbackgym.core import Subgoal, SubgoalTracker
-from feedbackgym.envs.base import OBS_MODES, TrackedEnv, validation_seed_blocks
+from feedbackgym.core import SubgoalTracker
+from feedbackgym.envs.base import OBS_MODES, SimulatorEnv, validation_seed_blocks
 from feedbackgym.envs.ops.actions import ACTION_MEANINGS, N_ACTIONS, parse_action
 from feedbackgym.envs.ops.catalog import LOG_SIGNALS, METRICS, SERVICES
 from feedbackgym.envs.ops.dynamics import RESULTS, WORSE, advance, apply_action
@@ -28,7 +27,7 @@ VALIDATION_SEEDS: dict[str, tuple[int, ...]] = validation_seed_blocks(DIFFICULTI
 _N = len(SERVICES)
 
 
-class OpsIncidentEnv(TrackedEnv[IncidentState]):
+class OpsIncidentEnv(SimulatorEnv[IncidentState]):
     """Diagnose and repair an incident in a simulated production system.
 
     ## Description
@@ -180,11 +179,6 @@ class OpsIncidentEnv(TrackedEnv[IncidentState]):
             return None
         return render_text(self._state, self.max_steps)
 
-    def close(self) -> None:
-        """Releases nothing: the simulator holds no outside resources. Idempotent."""
-        self._state = None
-        self._tracker = None
-
     # --- feedbackgym API -------------------------------------------------------------------
 
     @property
@@ -221,41 +215,9 @@ class OpsIncidentEnv(TrackedEnv[IncidentState]):
         """This difficulty's held-out seeds (:data:`feedbackgym.envs.ops.VALIDATION_SEEDS`)."""
         return VALIDATION_SEEDS[self.difficulty]
 
-    @property
-    def subgoals(self) -> list[Subgoal]:
-        """This episode's subgoal library, in prerequisite order."""
-        _, tracker = self._require_episode()
-        return list(tracker.subgoals)
-
-    @property
-    def state(self) -> IncidentState:
-        """The hidden state (for oracles, reviews and tests; never shown to the agent)."""
-        return self._require_episode()[0]
-
     def expert_action(self) -> int:
         """The oracle's next action: it knows the fault."""
         return expert_action(self._require_episode()[0])
-
-    def get_state(self) -> dict[str, Any]:
-        """Returns a snapshot of the episode that :meth:`set_state` can restore."""
-        state, tracker = self._require_episode()
-        return copy.deepcopy(
-            {
-                "state": state,
-                "done": tracker.done,
-                "actions_taken": self._actions_taken,
-                "rng": self.np_random.bit_generator.state,
-            }
-        )
-
-    def set_state(self, snapshot: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-        """Restores a snapshot from :meth:`get_state`; returns its observation and info."""
-        snapshot = copy.deepcopy(snapshot)
-        _, tracker = self._start_episode(snapshot["state"])
-        tracker.restore(snapshot["done"])
-        self._actions_taken[:] = snapshot["actions_taken"]
-        self.np_random.bit_generator.state = snapshot["rng"]
-        return self._observation(), self._info(dict(tracker.done))
 
     # --- helpers ---------------------------------------------------------------------------
 

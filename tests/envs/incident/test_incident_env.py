@@ -12,33 +12,22 @@ from feedbackgym.envs.incident import DIFFICULTIES, IncidentEnv
 from feedbackgym.envs.incident.scenario import is_held_out
 from feedbackgym.envs.incident.topology import shape_key
 from feedbackgym.errors import InvalidAction
-
-
-def _play(env: IncidentEnv, seed: int, policy) -> tuple[bool, int]:
-    env.reset(seed=seed)
-    steps, done, info = 0, False, {}
-    while not done:
-        _, _, terminated, truncated, info = env.step(policy())
-        steps += 1
-        done = terminated or truncated
-    return bool(info["is_success"]), steps
+from feedbackgym.rollout import run_episodes
 
 
 @pytest.mark.parametrize("difficulty", DIFFICULTIES)
 def test_expert_solves_every_preset_within_its_step_limit(difficulty):
     env = IncidentEnv(difficulty, split="test")
-    results = [_play(env, seed, env.expert_action) for seed in range(100)]
-    assert np.mean([ok for ok, _ in results]) >= 0.98
-    assert max(n for _, n in results) < env.step_limit
+    results = list(run_episodes(env, "expert", 100))
+    assert np.mean([r.success for r in results]) >= 0.98
+    assert max(r.length for r in results) < env.step_limit
     if difficulty == "extreme":
-        assert np.median([n for _, n in results]) >= 60
+        assert np.median([r.length for r in results]) >= 60
 
 
 @pytest.mark.parametrize("difficulty", ["medium", "hard", "extreme"])
 def test_random_actions_rarely_solve_from_medium_up(difficulty):
-    env = IncidentEnv(difficulty)
-    rng = np.random.default_rng(0)
-    wins = [_play(env, s, lambda: int(rng.integers(env.action_space.n)))[0] for s in range(200)]
+    wins = [r.success for r in run_episodes(IncidentEnv(difficulty), "random", 200)]
     assert np.mean(wins) <= 0.02
 
 
