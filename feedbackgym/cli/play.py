@@ -37,7 +37,7 @@ def add_commands(commands: Any) -> None:
 
     play = commands.add_parser("play", help="play episodes with a built-in policy")
     play.add_argument(
-        "env_id", metavar="ID", help="a registered id, e.g. feedbackgym/OpsIncident-v0"
+        "env_id", metavar="ID", help="a registered id, e.g. feedbackgym/OpsIncident-v1"
     )
     play.add_argument("--policy", choices=POLICIES, default="random")
     play.add_argument("--episodes", type=positive_int, default=10)
