@@ -37,6 +37,7 @@ __all__ = [
     "FEEDBACK",
     "INFRA_ERROR",
     "INVALID_ACTION",
+    "INCIDENT",
     "IS_SUCCESS",
     "OUTCOME",
     "SET_FEEDBACK_STATE",
@@ -71,6 +72,10 @@ INFRA_ERROR = "infra_error"
 """``info[INFRA_ERROR]``: the infrastructure failed (browser, sandbox), not the agent."""
 INVALID_ACTION = "invalid_action"
 """``info[INVALID_ACTION]``: the action could not be carried out (its message)."""
+INCIDENT = "incident"
+"""``info[INCIDENT]``: the task's structure as a string key (OpsIncident-v1, at reset and every
+step): equal for two seeds exactly when they pose the same problem up to names and numbers,
+so train/test overlap can be counted."""
 IS_SUCCESS = "is_success"
 """``info[IS_SUCCESS]``: the episode reached its goal (on its last step; SB3's key)."""
 
@@ -123,6 +128,7 @@ class StepInfo(TypedDict, total=False):
     explore_bonus: float
     infra_error: str
     invalid_action: str
+    incident: str
     is_success: bool
 
 

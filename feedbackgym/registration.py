@@ -62,7 +62,10 @@ _SPECS: list[dict[str, Any]] = [
             ("easy", "one fault 1-2 hops below the alert, 5-8 services"),
             ("medium", "one fault 1-3 hops down, two misleading alerts, 7-10 services"),
             ("hard", "two faults 2-4 hops down, two misleading alerts, 9-13 services"),
-            ("extreme", "three waves of two faults 3-6 hops down, two misleading alerts, 12-16 services"),
+            (
+                "extreme",
+                "three waves of two faults 3-6 hops down, two misleading alerts, 12-16 services",
+            ),
         )
     ),
     {

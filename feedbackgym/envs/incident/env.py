@@ -25,6 +25,7 @@ from feedbackgym.envs.incident.scenario import (
 from feedbackgym.envs.incident.subgoals import SUBGOAL_KINDS, build_subgoals
 from feedbackgym.envs.incident.text import CHARSET, MAX_TEXT_LENGTH, render_text
 from feedbackgym.errors import FeedbackGymError
+from feedbackgym.protocol import INCIDENT
 
 __all__ = ["VALIDATION_SEEDS", "IncidentEnv", "resolve_difficulty"]
 
@@ -380,5 +381,5 @@ class IncidentEnv(SimulatorEnv[IncidentState]):
             or state.outcome not in ("in_progress", "resolved", "slo_exhausted"),
             "action": state.last_action,
             "slo_budget": state.budget,
-            "incident": state.incident,
+            INCIDENT: state.incident,
         }
