@@ -20,10 +20,8 @@ Usage::
     feedbackgym doctor [--json]
     feedbackgym datasets make|inspect|verify|prune|gather|export-chat ...
 
-One module per command group adds its commands (``play``: ``envs``, ``play``
-and ``demo``; ``compare``; ``report``; ``train``; ``train_llm``: ``train-llm``,
-``sft``, ``versions``; ``serve``: ``serve-feedback``; ``agent``; ``serve_model``: ``serve-model``;
-``sandbox``; ``datasets``; ``doctor``); ``_helpers`` and ``_runs`` hold what they share.
+One module per command, named after it (``serve-feedback`` in ``serve_feedback``),
+adds it; ``_helpers`` and ``_runs`` hold what they share.
 Each command loads what it runs (the baselines, h5py, ZeroMQ) only when it runs.
 
 Errors (an unknown id, a bad option, a policy the env lacks) print one line to
@@ -42,18 +40,41 @@ from feedbackgym.cli import (
     agent,
     compare,
     datasets,
+    demo,
     doctor,
+    envs,
     play,
     report,
     sandbox,
-    serve,
+    serve_feedback,
     serve_model,
+    sft,
     train,
     train_llm,
+    versions,
 )
 from feedbackgym.errors import FeedbackGymError
 
-__all__ = ["main"]
+__all__ = ["COMMANDS", "main"]
+
+COMMANDS = (
+    envs,
+    play,
+    demo,
+    compare,
+    report,
+    train,
+    train_llm,
+    sft,
+    versions,
+    serve_feedback,
+    agent,
+    serve_model,
+    sandbox,
+    datasets,
+    doctor,
+)
+"""The command modules, in ``--help`` order; each adds the command it is named after."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -77,18 +98,6 @@ def _parser() -> argparse.ArgumentParser:
         prog="feedbackgym", description="Long-horizon Gymnasium tasks with guide/review feedback."
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for group in (
-        play,
-        compare,
-        report,
-        train,
-        train_llm,
-        serve,
-        agent,
-        serve_model,
-        sandbox,
-        datasets,
-        doctor,
-    ):
-        group.add_commands(commands)
+    for command in COMMANDS:
+        command.add_commands(commands)
     return parser

@@ -12,9 +12,11 @@ from typing import Any
 import gymnasium as gym
 
 from feedbackgym.errors import FeedbackGymError
+from feedbackgym.rollout import EpisodeResult, summarize
 
 __all__ = [
     "PROGRESS_MIN_EPISODES",
+    "SUMMARY_HEADER",
     "CommandError",
     "add_kwarg_option",
     "fraction",
@@ -22,8 +24,12 @@ __all__ = [
     "parse_kwargs",
     "positive_int",
     "progress",
+    "summary_cells",
     "table",
 ]
+
+SUMMARY_HEADER = ["episodes", "success", "mean return", "mean len", "median len", "subgoals"]
+"""The columns :func:`summary_cells` fills (``play`` and ``demo`` print them)."""
 
 PROGRESS_MIN_EPISODES = 20
 """Runs with at least this many episodes show a progress bar on stderr."""
@@ -125,6 +131,19 @@ def progress(total: int, desc: str) -> Any:
         return iter
     disable = total < PROGRESS_MIN_EPISODES
     return lambda it: tqdm(it, total=total, desc=desc, file=sys.stderr, disable=disable)
+
+
+def summary_cells(results: list[EpisodeResult]) -> list[str]:
+    """A policy's episodes as the cells under :data:`SUMMARY_HEADER`."""
+    s = summarize(results)
+    return [
+        f"{s['episodes']:.0f}",
+        f"{s['success_rate']:.1%}",
+        f"{s['mean_return']:.2f}",
+        f"{s['mean_length']:.1f}",
+        f"{s['median_length']:.1f}",
+        f"{s['subgoal_fraction']:.1%}",
+    ]
 
 
 def table(rows: list[list[str]]) -> str:

@@ -11,44 +11,12 @@ and takes one GRPO step on its LoRA adapter (TRL's ``GRPOTrainer``). The run
 directory is the other trainers' (TensorBoard, ``curve.csv``, checkpoints,
 ``state.json``) with ``chats.jsonl`` and the adapter's versions
 (``feedbackgym versions``). Needs the ``llm-train`` extra.
-
-The same module adds ``sft``, the supervised warm-up on the standard answers:
-
-Usage::
-
-    feedbackgym sft --env ID [--demos N | --chats FILE] [--out DIR] [--seed S]
-        [--model packaged|FILE.gguf|FOLDER] [--adapter DIR] [--arm ARM] [--memory K]
-        [--dropout P] [--dropout-scope episode|step] [--context TOKENS] [--epochs E]
-        [--batch B] [--max-steps N] [--learning-rate LR] [--lora-rank R]
-        [--save-every N] [--keep-checkpoints K] [--device auto|cpu|cuda] [--cpu-threads N]
-        [--kwarg KEY=VALUE ...] [--resume]
-
-LoRA fine-tuning on N expert episodes played by the agent's own loop (or on
-``feedbackgym datasets export-chat`` transcripts), each step's prompt what
-``feedbackgym agent`` sends, the loss on the replies only, hints withheld
-with the arms' dropout (:mod:`feedbackgym.training.llm.sft`). A progress bar
-on stderr; the run directory holds TensorBoard, checkpoints (``--resume``)
-and the adapter (``DIR/adapter``, a PEFT folder) that ``feedbackgym agent
---adapter`` plays and ``train-llm --adapter`` goes on training.
-
-And ``versions``, the trained adapters' registry:
-
-Usage::
-
-    feedbackgym versions RUN_DIR                      # list them, and what serves
-    feedbackgym versions RUN_DIR --promote N
-    feedbackgym versions RUN_DIR --canary N --share 0.1
-    feedbackgym versions RUN_DIR --end-canary
-    feedbackgym versions RUN_DIR --rollback [N]       # the one promoted before, or N
-
-A version that failed its validation is never promoted.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Any
 
 from feedbackgym.cli._helpers import (
@@ -58,11 +26,8 @@ from feedbackgym.cli._helpers import (
     make_env,
     parse_kwargs,
     positive_int,
-    table,
 )
 from feedbackgym.cli._runs import add_level_argument, given_sections
-from feedbackgym.language.agent_arms import ARMS as AGENT_ARMS
-from feedbackgym.language.agent_arms import DEFAULT_ARM as DEFAULT_AGENT_ARM
 from feedbackgym.schedules import ARMS
 
 __all__ = ["add_commands", "llm_feedback_overrides"]
@@ -134,8 +99,6 @@ def add_commands(commands: Any) -> None:
     add_kwarg_option(parser)
     parser.add_argument("--resume", action="store_true", help="continue an interrupted run")
     parser.set_defaults(run=_cmd_train_llm)
-    _add_sft(commands)
-    _add_versions(commands)
 
 
 def llm_feedback_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -210,147 +173,4 @@ def _cmd_train_llm(args: argparse.Namespace) -> int:
     summary = {key: state.get(key) for key in ("round", "timesteps", "best_success", "alerts")}
     print(json.dumps(summary))
     print(f"run: {args.out} (tensorboard --logdir {args.out}/tb; versions: {args.out}/versions)")
-    return 0
-
-
-def _add_sft(commands: Any) -> None:
-    """Adds ``sft``: the supervised warm-up."""
-    parser = commands.add_parser(
-        "sft", help="warm a language model up on expert episodes (LoRA), as the agent prompts it"
-    )
-    parser.add_argument("--env", dest="env_id", required=True, help="an env with a text mode")
-    source = parser.add_mutually_exclusive_group()
-    source.add_argument(
-        "--demos", type=positive_int, default=10, help="expert episodes to train on (default 10)"
-    )
-    source.add_argument("--chats", metavar="FILE", help="export-chat transcripts to train on")
-    parser.add_argument("--out", default="runs/sft", help="the run directory")
-    parser.add_argument("--seed", type=int, default=0, help="the first expert seed; data order")
-    parser.add_argument(
-        "--model",
-        default="packaged",
-        help="packaged (Gemma 3 270M, the packaged GGUF), a .gguf file or a local model folder",
-    )
-    parser.add_argument("--adapter", help="a saved PEFT adapter to start from")
-    parser.add_argument(
-        "--arm",
-        choices=tuple(AGENT_ARMS),
-        default=DEFAULT_AGENT_ARM,
-        help="the agent arm the demos play in",
-    )
-    parser.add_argument("--memory", type=int, default=3, help="reviews in the system message")
-    add_turns_option(parser)
-    parser.add_argument(
-        "--dropout", type=fraction, default=0.5, help="chance a hint is withheld (default 0.5)"
-    )
-    parser.add_argument("--dropout-scope", choices=("episode", "step"), default="episode")
-    parser.add_argument(
-        "--context",
-        type=positive_int,
-        default=None,
-        metavar="TOKENS",
-        help="the served model's context the agent sizes prompts to (default: the agent's)",
-    )
-    parser.add_argument("--epochs", type=positive_int, default=3, help="passes over the examples")
-    parser.add_argument("--batch", type=positive_int, default=4, help="sequences per step")
-    parser.add_argument("--max-steps", type=positive_int, help="stop after this many steps")
-    parser.add_argument("--learning-rate", type=float, default=2e-4)
-    parser.add_argument("--lora-rank", type=positive_int, default=8)
-    parser.add_argument(
-        "--save-every", type=positive_int, default=10, help="steps between checkpoints"
-    )
-    parser.add_argument("--keep-checkpoints", type=int, default=3)
-    parser.add_argument("--device", default="auto", help="auto (CUDA when present), cuda or cpu")
-    parser.add_argument(
-        "--cpu-threads", type=int, default=0, help="torch threads on the CPU (0: one per core)"
-    )
-    add_kwarg_option(parser)
-    parser.add_argument("--resume", action="store_true", help="continue an interrupted warm-up")
-    parser.set_defaults(run=_cmd_sft)
-
-
-def _cmd_sft(args: argparse.Namespace) -> int:
-    from feedbackgym.language.model_server import DEFAULT_CONTEXT
-    from feedbackgym.training.llm.sft import SFTConfig, train_sft_run
-
-    env_kwargs = parse_kwargs(args.kwarg)
-    make_env(args.env_id, env_kwargs).close()  # a clear error for an unknown id, before the run
-    config = SFTConfig(
-        env_id=args.env_id,
-        out_dir=args.out,
-        demos=args.demos,
-        chats=args.chats,
-        seed=args.seed,
-        model=args.model,
-        adapter=args.adapter,
-        arm=args.arm,
-        memory=args.memory,
-        turns=args.turns,
-        dropout=args.dropout,
-        dropout_scope=args.dropout_scope,
-        context=args.context or DEFAULT_CONTEXT,
-        epochs=args.epochs,
-        batch=args.batch,
-        max_steps=args.max_steps,
-        learning_rate=args.learning_rate,
-        lora_rank=args.lora_rank,
-        lora_alpha=2 * args.lora_rank,
-        save_every=args.save_every,
-        keep_checkpoints=args.keep_checkpoints,
-        device=args.device,
-        cpu_threads=args.cpu_threads,
-        env_kwargs=env_kwargs,
-    )
-    source = args.chats or f"{args.demos} expert episodes"
-    print(f"sft: {config.model} on {config.env_id}, from {source}", flush=True)
-    state = train_sft_run(config, resume=args.resume, log=lambda line: print(line, flush=True))
-    summary = {key: state.get(key) for key in ("step", "epoch", "loss", "tokens", "seconds")}
-    print(json.dumps(summary))
-    print(f"run: {args.out} (tensorboard --logdir {args.out}/tb; adapter: {args.out}/adapter)")
-    return 0
-
-
-def _add_versions(commands: Any) -> None:
-    """Adds ``versions``: a run's adapter versions, promote, canary, roll back."""
-    parser = commands.add_parser("versions", help="list, promote, canary or roll back versions")
-    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR")
-    action = parser.add_mutually_exclusive_group()
-    action.add_argument("--promote", type=int, metavar="N")
-    action.add_argument("--canary", type=int, metavar="N")
-    action.add_argument("--end-canary", action="store_true")
-    action.add_argument("--rollback", type=int, nargs="?", const=0, metavar="N")
-    parser.add_argument("--share", type=fraction, default=0.1, help="the canary's share")
-    parser.set_defaults(run=_cmd_versions)
-
-
-def _cmd_versions(args: argparse.Namespace) -> int:
-    from feedbackgym.language.versions import open_registry
-
-    registry = open_registry(args.run_dir)
-    if args.promote is not None:
-        registry.promote(args.promote)
-    elif args.canary is not None:
-        registry.start_canary(args.canary, args.share)
-    elif args.end_canary:
-        registry.end_canary()
-    elif args.rollback is not None:
-        registry.rollback(args.rollback or None)
-    state = registry.state
-    rows = [["version", "round", "passed", "success", "success masked", "serving"]]
-    canary = state.canary or {}
-    for v in state.versions:
-        serving = "current" if v.number == state.current else ""
-        if v.number == canary.get("version"):
-            serving = f"canary {canary['share']:.0%}"
-        rows.append(
-            [
-                str(v.number),
-                str(v.round),
-                "yes" if v.passed else "no",
-                f"{v.validation.get('success', 0.0):.0%}",
-                f"{v.validation.get('success_unguided', 0.0):.0%}",
-                serving,
-            ]
-        )
-    print(table(rows))
     return 0

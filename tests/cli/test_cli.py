@@ -89,9 +89,9 @@ def test_demo_prints_a_table_for_every_difficulty(capsys):
     assert main(["demo", "--episodes", "5"]) == 0
     rows = [line.split("|") for line in capsys.readouterr().out.splitlines()[2:]]
     cells = {(row[1].strip(), row[2].strip()): row[4].strip() for row in rows}
-    for difficulty in ("Easy", "Medium", "Hard"):
-        assert cells[(f"feedbackgym/OpsIncident{difficulty}-v0", "expert")] == "100.0%"
-        assert (f"feedbackgym/OpsIncident{difficulty}-v0", "random") in cells
+    for difficulty in ("Easy", "Medium", "Hard", "Extreme"):
+        assert cells[(f"feedbackgym/OpsIncident{difficulty}-v1", "expert")] == "100.0%"
+        assert cells[(f"feedbackgym/OpsIncident{difficulty}-v1", "random")] == "0.0%"
 
 
 def test_the_reliance_rule_flag_turns_the_rule_on_with_the_file_s_settings(tmp_path):
