@@ -77,9 +77,9 @@ export PATH="$WORK/venv/bin:$PATH"
 cd "$WORK/src"
 CI= "$VENV_PYTHON" -m pytest -q -p no:cacheprovider \
     tests/test_core.py tests/test_config.py tests/test_schedules.py tests/test_control.py \
-    tests/test_import.py tests/test_cli.py tests/wrappers tests/envs/ops tests/datasets \
-    tests/training/test_ppo.py tests/training/test_run_torch.py \
-    tests/training/test_callbacks.py tests/training/test_run_sb3.py "$@"
+    tests/test_import.py tests/cli tests/wrappers tests/envs/ops tests/datasets \
+    tests/training/torch_ppo/test_ppo.py tests/training/torch_ppo/test_run_torch.py \
+    tests/training/sb3/test_callbacks.py tests/training/sb3/test_run_sb3.py "$@"
 CI= "$VENV_PYTHON" -m pytest -q -p no:cacheprovider tests/envs/test_registry.py -k Ops
 
 # The main job's command, shortened to one seed of four rounds, by a user who is not root.

@@ -6,12 +6,16 @@
 import os
 import shutil
 import subprocess
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
 from tests.conftest import require
+
+ROOT = Path(__file__).resolve().parents[1]
 
 CHROMIUM = os.environ.get("FEEDBACKGYM_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -90,3 +94,16 @@ def test_bubblewrap_sandbox_has_no_network():
     assert result.returncode == 0, result.stderr
     interfaces = [line.split(":")[0].strip() for line in result.stdout.splitlines()[2:]]
     assert interfaces == ["lo"]
+
+
+def test_the_language_model_trainers_tests_do_not_need_stable_baselines3():
+    blocked = (
+        "import sys; sys.modules['stable_baselines3'] = None; import pytest; "
+        "sys.exit(pytest.main(['--collect-only', '-q', '-p', 'no:cacheprovider', "
+        "'tests/training/llm', 'tests/training/torch_ppo/test_ppo.py']))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", blocked], capture_output=True, text=True, timeout=300, cwd=ROOT
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "skipped" not in result.stdout and " tests collected" in result.stdout

@@ -12,7 +12,7 @@ from feedbackgym.training.llm.chosen_token_grpo import (  # noqa: E402
     ChosenTokenGRPOTrainer,
     scored_positions,
 )
-from tests.training.tiny_lm import save_tiny_model  # noqa: E402
+from tests.training.llm.tiny_lm import save_tiny_model  # noqa: E402
 
 
 def _pass(model, scored, temperature=1.5):

@@ -17,7 +17,7 @@ from feedbackgym.training.torch_ppo.ppo import (
     train_rounds,
 )
 from feedbackgym.training.torch_ppo.update_worker import UpdateWorker, UpdateWorkerError
-from tests.training.test_run_torch import _config as run_config
+from tests.training.torch_ppo.test_run_torch import _config as run_config
 
 
 def _batch(size=32, obs_size=4, seed=0):

@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch")
 
 from feedbackgym.cli import main  # noqa: E402
 from feedbackgym.envs.ops.actions import ACTION_MEANINGS  # noqa: E402
-from tests.training.tiny_lm import save_tiny_model, warm_up  # noqa: E402
+from tests.training.llm.tiny_lm import save_tiny_model, warm_up  # noqa: E402
 
 ENV = "feedbackgym/OpsIncidentEasy-v0"
 

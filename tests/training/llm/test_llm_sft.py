@@ -2,7 +2,7 @@
 
 The packaged model takes a minute to load and a minute a step on 2 cores: these
 runs use a model of the same architecture with random weights and a word-level
-vocabulary (``tests/training/tiny_lm.py``). The real model's warm-up, served by
+vocabulary (``tests/training/llm/tiny_lm.py``). The real model's warm-up, served by
 llama.cpp with its adapter, is ``tests/language/test_packaged_model.py``'s.
 """
 
@@ -24,7 +24,7 @@ from feedbackgym.training.llm.sft_data import (  # noqa: E402
     step_prompts,
     training_sequences,
 )
-from tests.training.tiny_lm import save_tiny_model  # noqa: E402
+from tests.training.llm.tiny_lm import save_tiny_model  # noqa: E402
 
 ENV = "feedbackgym/OpsIncidentEasy-v0"
 STEPS = {"max_episode_steps": 8}
