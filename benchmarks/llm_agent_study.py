@@ -45,9 +45,9 @@ import feedbackgym  # noqa: F401 (registers the envs)
 from feedbackgym.core import DEFAULT_HINT_LEVEL, HINT_LEVELS
 from feedbackgym.experts import held_out_seeds
 from feedbackgym.feedback.llm import ChatClient
-from feedbackgym.language.agent_arms import ARMS, agent_arm
-from feedbackgym.language.agent_loop import DEFAULT_CONTEXT, result_dict, run_agent
-from feedbackgym.language.model_server import ModelServer, served_adapter
+from feedbackgym.language.agent_arms import AGENT_ARMS, agent_arm
+from feedbackgym.language.agent_loop import result_dict, run_agent
+from feedbackgym.language.model_server import DEFAULT_CONTEXT, ModelServer, served_adapter
 from feedbackgym.registration import evaluation_kwargs
 from feedbackgym.training.experiments.stats import (
     bootstrap_ci,
@@ -180,7 +180,7 @@ def _matrices(
     """A model's episodes and success matrices (seeds x attempts), arm by arm."""
     cells = {
         arm: _cell_rows(model_dir / arm)
-        for arm in ARMS
+        for arm in AGENT_ARMS
         if (model_dir / arm / "episodes.jsonl").exists()
     }
     return cells, {arm: success_matrix(rows, attempts) for arm, rows in cells.items() if rows}
@@ -245,7 +245,7 @@ def report(root: Path, attempts: int, versus: str | None = None) -> None:
                     range(1, attempts + 1),
                     matrix.mean(axis=0),
                     marker="o",
-                    color=f"C{list(ARMS).index(arm)}",  # an arm's colour, a model's line
+                    color=f"C{list(AGENT_ARMS).index(arm)}",  # an arm's colour, a model's line
                     linestyle=("-", "--", ":", "-.")[model_index % 4],
                     label=f"{model_dir.name} {arm}",
                 )

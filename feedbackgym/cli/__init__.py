@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from collections.abc import Sequence
 
 import gymnasium as gym
@@ -84,6 +85,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         >>> main(["play", "feedbackgym/NoSuchEnv-v0"])
         2
     """
+    # v0 ids stay registered for published results: Gymnasium's "v1 exists" warning on
+    # every make of one would break the command's one-line errors and tables.
+    warnings.filterwarnings("ignore", message=r".*is out of date\. You should consider upgrading")
     parser = _parser()
     args = parser.parse_args(argv)
     try:

@@ -46,7 +46,7 @@ from feedbackgym.cli._helpers import (
 )
 from feedbackgym.core import DEFAULT_HINT_LEVEL, HINT_LEVELS
 from feedbackgym.experts import default_dataset_path
-from feedbackgym.language.agent_arms import ARMS, DEFAULT_ARM
+from feedbackgym.language.agent_arms import AGENT_ARMS, DEFAULT_AGENT_ARM
 from feedbackgym.registration import evaluation_kwargs
 
 if TYPE_CHECKING:
@@ -113,11 +113,11 @@ def add_commands(commands: Any) -> None:
     )
     agent.add_argument(
         "--arm",
-        choices=tuple(ARMS),
-        default=DEFAULT_ARM,
+        choices=tuple(AGENT_ARMS),
+        default=DEFAULT_AGENT_ARM,
         help="who speaks on which attempt: "
-        + "; ".join(f"{arm.name}: {arm.description}" for arm in ARMS.values())
-        + f" (default {DEFAULT_ARM})",
+        + "; ".join(f"{arm.name}: {arm.description}" for arm in AGENT_ARMS.values())
+        + f" (default {DEFAULT_AGENT_ARM})",
     )
     agent.add_argument("--seed", type=int, default=0, help="seed of the first episode")
     agent.add_argument(

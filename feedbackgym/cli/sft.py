@@ -32,8 +32,7 @@ from feedbackgym.cli._helpers import (
     parse_kwargs,
     positive_int,
 )
-from feedbackgym.language.agent_arms import ARMS as AGENT_ARMS
-from feedbackgym.language.agent_arms import DEFAULT_ARM as DEFAULT_AGENT_ARM
+from feedbackgym.language.agent_arms import AGENT_ARMS, DEFAULT_AGENT_ARM
 
 __all__ = ["add_commands"]
 

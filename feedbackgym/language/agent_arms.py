@@ -36,8 +36,8 @@ import gymnasium as gym
 from feedbackgym.errors import ConfigError
 
 __all__ = [
-    "ARMS",
-    "DEFAULT_ARM",
+    "AGENT_ARMS",
+    "DEFAULT_AGENT_ARM",
     "MEMORY_SCOPES",
     "AgentArm",
     "LabelAttempt",
@@ -76,7 +76,7 @@ class AgentArm:
         return self.memory != "none"
 
 
-ARMS: dict[str, AgentArm] = {
+AGENT_ARMS: dict[str, AgentArm] = {
     arm.name: arm
     for arm in (
         AgentArm("sparse", "never", "none", "no hints, no reviews"),
@@ -99,7 +99,7 @@ ARMS: dict[str, AgentArm] = {
     )
 }
 """The arms by name."""
-DEFAULT_ARM = "guide+review"
+DEFAULT_AGENT_ARM = "guide+review"
 """The arm the agent plays unless told otherwise (its behaviour before it had arms)."""
 
 
@@ -110,9 +110,9 @@ def agent_arm(name: str) -> AgentArm:
         ConfigError: No arm has that name.
     """
     try:
-        return ARMS[name]
+        return AGENT_ARMS[name]
     except KeyError:
-        raise ConfigError(f"no agent arm {name!r} (known: {', '.join(ARMS)})") from None
+        raise ConfigError(f"no agent arm {name!r} (known: {', '.join(AGENT_ARMS)})") from None
 
 
 class LabelAttempt(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArgs):

@@ -49,7 +49,7 @@ from gymnasium import spaces
 from feedbackgym.core import DEFAULT_HINT_LEVEL
 from feedbackgym.errors import ChatError, ConfigError, FeedbackGymError, InvalidAction, ReplyError
 from feedbackgym.feedback.llm import DEFAULT_TIMEOUT_S, ChatClient, PromptTemplate
-from feedbackgym.language.agent_arms import DEFAULT_ARM, AgentArm, LabelAttempt, agent_arm
+from feedbackgym.language.agent_arms import DEFAULT_AGENT_ARM, AgentArm, LabelAttempt, agent_arm
 from feedbackgym.language.agent_arms import attempt_label as _attempt_label
 from feedbackgym.language.episode_chat import (
     DEFAULT_MEMORY,
@@ -68,7 +68,6 @@ if TYPE_CHECKING:
     from feedbackgym.feedback.generators import Guide, Reviewer
 
 __all__ = [
-    "DEFAULT_CONTEXT",
     "DEFAULT_MAX_ERRORS",
     "DEFAULT_MEMORY",
     "REPLY_TOKENS",
@@ -85,8 +84,6 @@ __all__ = [
 
 ROUND = "agent"
 """The store round the loop's episodes go to unless told otherwise."""
-DEFAULT_CONTEXT = 2048
-"""The model's context in tokens that prompts are sized to, unless told otherwise."""
 REPLY_TOKENS = 48
 """The most tokens an action reply may take (an action is a few words)."""
 DEFAULT_MAX_ERRORS = 3
@@ -135,7 +132,7 @@ class AgentResult:
     review: dict[str, Any] | None
     messages: list[dict[str, str]]
     stopped: str = ""
-    arm: str = DEFAULT_ARM
+    arm: str = DEFAULT_AGENT_ARM
     attempt: int = 1
 
 
@@ -169,7 +166,7 @@ class ChatAgent:
     Args:
         client: The chat model.
         memory: How many reviews of earlier episodes the prompt carries.
-        arm: The feedback arm (:data:`~feedbackgym.language.agent_arms.ARMS`):
+        arm: The feedback arm (:data:`~feedbackgym.language.agent_arms.AGENT_ARMS`):
             whether hints go into the prompt on an attempt, and which reviews
             the system message carries (the same seed's earlier attempts, or
             any earlier episode's). A late review goes to the seed of the
@@ -203,7 +200,7 @@ class ChatAgent:
         client: ChatClient,
         *,
         memory: int = DEFAULT_MEMORY,
-        arm: str = DEFAULT_ARM,
+        arm: str = DEFAULT_AGENT_ARM,
         retries: int = 1,
         fallback: str | None = None,
         template: str | os.PathLike[str] | None = None,
@@ -455,7 +452,7 @@ def run_agent(
     episodes: int,
     seed: int = 0,
     attempts: int = 1,
-    arm: str = DEFAULT_ARM,
+    arm: str = DEFAULT_AGENT_ARM,
     store: str | os.PathLike[str] | None = None,
     round: str = ROUND,
     env_kwargs: Mapping[str, Any] | None = None,
@@ -657,7 +654,7 @@ def chat_records(
     for episode in episodes:
         meta = episode.meta
         arm_name, attempt = _attempt_label(meta.env_spec)
-        scope = agent_arm(arm_name or DEFAULT_ARM).memory
+        scope = agent_arm(arm_name or DEFAULT_AGENT_ARM).memory
         key: tuple[Any, ...] = (meta.shard, meta.task_id, meta.round, arm_name)
         if scope == "seed":
             key = (*key, meta.seed)

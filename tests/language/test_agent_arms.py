@@ -14,7 +14,7 @@ import pytest
 import feedbackgym  # noqa: F401
 from feedbackgym.core import Review
 from feedbackgym.errors import ConfigError
-from feedbackgym.language.agent_arms import ARMS, LabelAttempt, agent_arm, attempt_label
+from feedbackgym.language.agent_arms import AGENT_ARMS, LabelAttempt, agent_arm, attempt_label
 from feedbackgym.language.agent_loop import export_chat, run_agent
 
 pytest.importorskip("openai")
@@ -63,7 +63,7 @@ def _play(url, arm, reviewer=None, **kwargs):
     )
 
 
-@pytest.mark.parametrize("arm", list(ARMS))
+@pytest.mark.parametrize("arm", list(AGENT_ARMS))
 def test_hints_are_in_the_prompt_only_on_the_attempts_the_arm_gives_them(url, arm):
     results = _play(url, arm, reviewer=EpisodeReviewer(), memory=3)
     assert [(r.seed, r.attempt) for r in results] == [(s, a) for s in (0, 1) for a in (1, 2, 3)]

@@ -3,7 +3,7 @@
 TRL calls a ``rollout_func`` with the prompts of one generation batch: each
 dataset row (one seed, as :func:`seed_prompt` writes it) repeated
 ``num_generations`` times. :class:`GroupRollout` plays one episode for each
-(:func:`~.chat_episode.play_episode`), so a group is that many attempts at
+(:func:`~.episode_tokens.play_episode`), so a group is that many attempts at
 the same incident, and returns their tokens, the model's choices as
 ``env_mask`` and each episode's return (the reward TRL's group-relative
 advantage compares).
@@ -35,7 +35,7 @@ import gymnasium as gym
 from feedbackgym.language.episode_chat import ReviewMemory
 from feedbackgym.training.llm.action_choice import rollout_threads
 from feedbackgym.training.llm.causal_lm import ChatModel
-from feedbackgym.training.llm.chat_episode import EpisodeTokens, play_episode
+from feedbackgym.training.llm.episode_tokens import EpisodeTokens, play_episode
 
 __all__ = ["GroupRollout", "RoundEpisodes", "episode_return_reward", "seed_of", "seed_prompt"]
 

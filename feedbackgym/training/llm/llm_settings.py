@@ -18,9 +18,9 @@ from feedbackgym.language.episode_chat import check_turns
 from feedbackgym.training.common.arms import ArmFeedback, checked_keep_checkpoints
 from feedbackgym.training.common.run_settings import config_json
 
-__all__ = ["DEFAULT_ARM", "LLM_RESUMABLE_CHANGES", "LLMRunConfig"]
+__all__ = ["DEFAULT_TRAINING_ARM", "LLM_RESUMABLE_CHANGES", "LLMRunConfig"]
 
-DEFAULT_ARM = "guide-then-review+shaping"
+DEFAULT_TRAINING_ARM = "guide-then-review+shaping"
 """The arm a run trains by default: hints first, then reviews, with subgoal shaping (GRPO
 learns only from groups whose returns differ; on the sparse reward alone a weak model's
 groups are mostly all failures)."""

@@ -56,7 +56,7 @@ from feedbackgym.training.llm.causal_lm import (
     load_adapter_state,
     load_chat_model,
 )
-from feedbackgym.training.llm.chat_episode import play_episode
+from feedbackgym.training.llm.episode_tokens import play_episode
 from feedbackgym.training.llm.grpo_rollout import (
     GroupRollout,
     RoundEpisodes,

@@ -42,7 +42,7 @@ from typing import Any
 
 from feedbackgym.config import GuideConfig
 from feedbackgym.errors import DependencyNotInstalled
-from feedbackgym.language.agent_arms import DEFAULT_ARM, agent_arm
+from feedbackgym.language.agent_arms import DEFAULT_AGENT_ARM, agent_arm
 from feedbackgym.language.agent_loop import DEFAULT_MEMORY, prompt_budget
 from feedbackgym.language.episode_chat import DEFAULT_TURNS, check_turns
 from feedbackgym.language.model_server import DEFAULT_CONTEXT
@@ -129,7 +129,7 @@ class SFTConfig:
     seed: int = 0
     model: str = "packaged"
     adapter: str | None = None
-    arm: str = DEFAULT_ARM
+    arm: str = DEFAULT_AGENT_ARM
     memory: int = DEFAULT_MEMORY
     turns: str = DEFAULT_TURNS
     dropout: float = _GUIDE.dropout

@@ -48,7 +48,7 @@ from feedbackgym.config import GuideConfig
 from feedbackgym.errors import ConfigError
 from feedbackgym.experts import held_out_seeds
 from feedbackgym.feedback.llm import ChatClient
-from feedbackgym.language.agent_arms import DEFAULT_ARM, LabelAttempt
+from feedbackgym.language.agent_arms import DEFAULT_AGENT_ARM, LabelAttempt
 from feedbackgym.language.agent_loop import DEFAULT_MEMORY, ChatAgent
 from feedbackgym.language.episode_chat import DEFAULT_TURNS
 from feedbackgym.language.llama_process import render_chat
@@ -142,7 +142,7 @@ def expert_chats(
     episodes: int,
     *,
     seed: int = 0,
-    arm: str = DEFAULT_ARM,
+    arm: str = DEFAULT_AGENT_ARM,
     memory: int = DEFAULT_MEMORY,
     turns: str = DEFAULT_TURNS,
     dropout: float = _GUIDE.dropout,
