@@ -67,7 +67,7 @@ def warm_up(chat: Any, episodes: int, max_turns: int) -> tuple[float, int]:
     import gymnasium as gym
     import torch
 
-    from feedbackgym.feedback.llm import PromptTemplate
+    from feedbackgym.chat import PromptTemplate
     from feedbackgym.language.episode_chat import EpisodeChat
 
     env = gym.make(ENV_ID, obs_mode="text", max_episode_steps=max_turns)

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 import feedbackgym  # noqa: F401 (registers the envs)
-from feedbackgym.feedback.llm import ChatClient
+from feedbackgym.chat import ChatClient
 from feedbackgym.language.agent_loop import AgentResult, prompt_budget, run_agent
 from feedbackgym.language.model_server import DEFAULT_CONTEXT, ModelServer, served_adapter
 from feedbackgym.language.prompt_window import PromptWindow, token_counter

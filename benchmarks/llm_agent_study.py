@@ -42,9 +42,9 @@ import gymnasium as gym
 import numpy as np
 
 import feedbackgym  # noqa: F401 (registers the envs)
+from feedbackgym.chat import ChatClient
 from feedbackgym.core import DEFAULT_HINT_LEVEL, HINT_LEVELS
 from feedbackgym.experts import held_out_seeds
-from feedbackgym.feedback.llm import ChatClient
 from feedbackgym.language.agent_arms import AGENT_ARMS, agent_arm
 from feedbackgym.language.agent_loop import result_dict, run_agent
 from feedbackgym.language.model_server import DEFAULT_CONTEXT, ModelServer, served_adapter

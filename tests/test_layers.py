@@ -28,6 +28,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "feedbackgym.registration",
         "feedbackgym.webhook",
     ),
+    "chat": ("feedbackgym.chat",),
     "feedback": ("feedbackgym.control", "feedbackgym.feedback", "feedbackgym.schedules"),
     "envs": ("feedbackgym.envs",),
     "datasets": ("feedbackgym.datasets",),

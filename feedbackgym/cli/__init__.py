@@ -21,7 +21,8 @@ Usage::
     feedbackgym datasets make|inspect|verify|prune|gather|export-chat ...
 
 One module per command, named after it (``serve-feedback`` in ``serve_feedback``),
-adds it; ``_helpers`` and ``_runs`` hold what they share.
+adds it; the language-model commands sit in :mod:`feedbackgym.cli.language`;
+``_helpers`` and ``_runs`` hold what they share.
 Each command loads what it runs (the baselines, h5py, ZeroMQ) only when it runs.
 
 Errors (an unknown id, a bad option, a policy the env lacks) print one line to
@@ -38,7 +39,6 @@ from collections.abc import Sequence
 import gymnasium as gym
 
 from feedbackgym.cli import (
-    agent,
     compare,
     datasets,
     demo,
@@ -48,12 +48,9 @@ from feedbackgym.cli import (
     report,
     sandbox,
     serve_feedback,
-    serve_model,
-    sft,
     train,
-    train_llm,
-    versions,
 )
+from feedbackgym.cli.language import agent, serve_model, sft, train_llm, versions
 from feedbackgym.errors import FeedbackGymError
 
 __all__ = ["COMMANDS", "main"]

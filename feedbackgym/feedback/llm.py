@@ -14,7 +14,7 @@ parsed are cached by prompt (least recently used first out).
 A prompt template is a text file: the system message, a line ``---``, the
 user message, with ``$name`` placeholders (:class:`string.Template`). The
 built-in ones (``guide``, ``review``, ``agent``) ship in
-``feedbackgym/feedback/prompts/``; pass ``template=PATH`` for your own. Each
+``feedbackgym/chat/prompts/``; pass ``template=PATH`` for your own. Each
 built-in prompt ends with the request as JSON in a fenced block, so a server
 can read it (``python -m feedbackgym.language.stand_in_server`` does: a stand-in that
 answers from the built-in generators, for tests and trying things out).
@@ -59,64 +59,42 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
-import string
-import threading
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from importlib import resources
 from itertools import permutations
-from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from feedbackgym.chat import (
+    CONSTRAIN_ENV,
+    DEFAULT_TIMEOUT_S,
+    TIMEOUT_ENV,
+    ChatClient,
+    PromptTemplate,
+    compact_json,
+    json_object,
+)
 from feedbackgym.core import Hint, ReexplorePoint, ReusableSegment, Review, Subgoal
-from feedbackgym.errors import ChatError, ConfigError, DependencyNotInstalled, ReplyError
+from feedbackgym.errors import ChatError, ConfigError, ReplyError
 from feedbackgym.feedback.generators import WARN_EVERY, GuideRequest, ReviewRequest
 from feedbackgym.feedback.guide import hint_for
 
 __all__ = [
-    "API_KEY_ENV",
-    "BASE_URL_ENV",
-    "CONSTRAIN_ENV",
-    "DEFAULT_TIMEOUT_S",
     "MAX_GUIDE_CHOICES",
-    "MODEL_ENV",
     "REVIEW_ITEMS",
     "REVIEW_TEXT_CHARS",
     "SCORES",
-    "TIMEOUT_ENV",
-    "CONSTRAINTS",
-    "ChatClient",
     "GuideAnswer",
     "LLMGuide",
     "LLMReviewer",
-    "PromptTemplate",
     "ReviewAnswer",
-    "choice_grammar",
-    "choices_of_grammar",
-    "json_object",
-    "request_block",
 ]
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-BASE_URL_ENV = "FEEDBACKGYM_LLM_BASE_URL"
-"""The chat server's base URL (``http://127.0.0.1:8000/v1``) when none is given."""
-MODEL_ENV = "FEEDBACKGYM_LLM_MODEL"
-"""The model name when none is given."""
-API_KEY_ENV = "FEEDBACKGYM_LLM_API_KEY"
-"""The API key, for servers that want one (local servers do not)."""
-DEFAULT_TIMEOUT_S = 30.0
-"""How long a call waits for the server's reply."""
-TIMEOUT_ENV = "FEEDBACKGYM_LLM_TIMEOUT"
-"""A generator's timeout in seconds when none is given (default :data:`DEFAULT_TIMEOUT_S`)."""
-CONSTRAIN_ENV = "FEEDBACKGYM_LLM_CONSTRAIN"
-"""A generator's constraint (one of :data:`CONSTRAINTS`) when none is given (default grammar)."""
 MAX_GUIDE_CHOICES = 512
 """The most guide answers listed as a choice grammar; past that the guide sends its schema."""
 REVIEW_TEXT_CHARS = 120
@@ -126,11 +104,6 @@ REVIEW_ITEMS = 2
 SCORES = tuple(n / 10 for n in range(11))
 """The scores a constrained review answer may give (0, 0.1, ..., 1): 1 for a success, below
 it for a failure (the score says how close the attempt came)."""
-CONSTRAINTS = ("grammar", "json", "none")
-"""How :meth:`ChatClient.reply` holds a reply to its ``choices``: a llama.cpp ``grammar``
-(llama.cpp's servers), a ``response_format`` JSON schema (``{"type": "json_object",
-"schema": ...}``, llama-cpp-python's form), or not at all (the caller parses)."""
-_FENCE = re.compile(r"```json\n(.*?)\n```", re.S)
 _GUIDE_TOKENS = 96
 """The most tokens a guide reply may take (a few ids in one JSON object)."""
 
@@ -207,413 +180,6 @@ class ReviewAnswer(_Strict):
                 for p in review.reexplore
             ],
         )
-
-
-def json_object(content: str) -> dict[str, Any]:
-    r"""The one JSON object a reply is (alone, or alone in a ```json fence).
-
-    Raises:
-        ReplyError: It is not.
-
-    Example:
-        >>> json_object('```json\n{"subgoal_ids": []}\n```')
-        {'subgoal_ids': []}
-    """
-    text = content.strip()
-    fenced = _FENCE.fullmatch(text)
-    try:
-        data = json.loads(fenced.group(1) if fenced else text)
-    except json.JSONDecodeError as error:
-        raise ReplyError(f"the reply is not JSON ({error}): {text[:80]!r}") from None
-    if not isinstance(data, dict):
-        raise ReplyError(f"the reply is JSON but not an object: {text[:80]!r}")
-    return data
-
-
-def choice_grammar(choices: Sequence[str]) -> str:
-    r"""A llama.cpp grammar (GBNF) whose only sentences are ``choices``.
-
-    Raises:
-        ValueError: There are no choices.
-
-    Example:
-        >>> print(choice_grammar(["wait", 'say "hi"']))
-        root ::= "wait" | "say \"hi\""
-    """
-    if not choices:
-        raise ValueError("a choice grammar needs at least one choice")
-    return "root ::= " + " | ".join(f'"{_gbnf_escape(choice)}"' for choice in choices)
-
-
-_LITERAL = r'"(?:[^"\\]|\\.)*"'
-_CHOICE_GRAMMAR = re.compile(rf"root ::= {_LITERAL}(?: \| {_LITERAL})*")
-_ESCAPE = re.compile(r"\\(x[0-9a-fA-F]{2}|.)")
-
-
-def choices_of_grammar(grammar: str) -> list[str] | None:
-    r"""The choices of a grammar :func:`choice_grammar` wrote (``None`` for any other grammar).
-
-    Example:
-        >>> choices_of_grammar(choice_grammar(["wait", 'say "hi"\n']))
-        ['wait', 'say "hi"\n']
-        >>> choices_of_grammar('root ::= [a-z]+') is None
-        True
-    """
-    text = grammar.strip()
-    if not _CHOICE_GRAMMAR.fullmatch(text):
-        return None
-    literals = re.findall(_LITERAL, text.removeprefix("root ::= "))
-    return [_ESCAPE.sub(_unescape, literal[1:-1]) for literal in literals]
-
-
-def _unescape(match: re.Match[str]) -> str:
-    code = match.group(1)
-    if code.startswith("x") and len(code) == 3:
-        return chr(int(code[1:], 16))
-    return {"n": "\n", "r": "\r", "t": "\t"}.get(code, code)
-
-
-def _gbnf_escape(text: str) -> str:
-    out = []
-    for char in text:
-        if char in '"\\':
-            out.append("\\" + char)
-        elif char == "\n":
-            out.append("\\n")
-        elif ord(char) < 0x20 or ord(char) == 0x7F:
-            out.append(f"\\x{ord(char):02x}")
-        else:
-            out.append(char)
-    return "".join(out)
-
-
-def request_block(content: str) -> dict[str, Any] | None:
-    r"""The request a built-in prompt carries: its last ```json block, when it has a ``kind``.
-
-    Example:
-        >>> request_block('Request:\n```json\n{"kind": "hint"}\n```\n')
-        {'kind': 'hint'}
-    """
-    for block in reversed(_FENCE.findall(content)):
-        try:
-            data = json.loads(block)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(data, dict) and "kind" in data:
-            return data
-    return None
-
-
-def _dumps(data: Any) -> str:
-    return json.dumps(data, sort_keys=True, separators=(",", ":"))
-
-
-# --- prompts ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PromptTemplate:
-    """A system and a user message with ``$name`` placeholders.
-
-    Attributes:
-        system: The system message's template.
-        user: The user message's template.
-        source: Where it was read from (for error messages).
-
-    Example:
-        >>> template = PromptTemplate.load("agent")
-        >>> sorted(template.placeholders())
-        ['actions', 'env_id', 'episode', 'hint', 'memory', 'observation']
-    """
-
-    system: string.Template
-    user: string.Template
-    source: str
-
-    BUILT_IN: ClassVar[tuple[str, ...]] = ("guide", "review", "agent")
-
-    @classmethod
-    def load(cls, name: str | os.PathLike[str]) -> PromptTemplate:
-        """A built-in template by name (``"guide"``, ``"review"``, ``"agent"``) or a file.
-
-        Raises:
-            ConfigError: The file cannot be read or has no ``---`` line.
-        """
-        if name in cls.BUILT_IN:
-            text = (
-                resources.files("feedbackgym.feedback").joinpath(f"prompts/{name}.txt").read_text()
-            )
-            source = f"the built-in {name} prompt"
-        else:
-            source = os.fspath(name)
-            try:
-                text = Path(source).read_text()
-            except OSError as error:
-                raise ConfigError(f"prompt template {source}: {error.strerror}") from None
-        system, sep, user = text.partition("\n---\n")
-        if not sep:
-            raise ConfigError(
-                f"prompt template {source}: no '---' line between the system and user messages"
-            )
-        return cls(string.Template(system.strip()), string.Template(user), source)
-
-    def placeholders(self) -> set[str]:
-        """The ``$name`` placeholders of both messages."""
-        return set(self.system.get_identifiers()) | set(self.user.get_identifiers())
-
-    def messages(self, **fields: str) -> list[dict[str, str]]:
-        """The chat messages with the placeholders filled in.
-
-        Raises:
-            ConfigError: The template has a placeholder ``fields`` lacks.
-        """
-        try:
-            return [
-                {"role": "system", "content": self.system.substitute(fields)},
-                {"role": "user", "content": self.user.substitute(fields).strip()},
-            ]
-        except KeyError as error:
-            raise ConfigError(
-                f"prompt template {self.source}: unknown placeholder ${error.args[0]} "
-                f"(known: {', '.join(sorted(fields))})"
-            ) from None
-        except ValueError as error:
-            raise ConfigError(f"prompt template {self.source}: {error}") from None
-
-
-# --- the chat client ----------------------------------------------------------------------
-
-
-def _openai() -> Any:
-    try:
-        import openai
-    except ImportError as error:
-        raise DependencyNotInstalled.for_extra("openai", "llm") from error
-    return openai
-
-
-def _setting(value: str | None, variable: str, what: str) -> str:
-    value = value or os.environ.get(variable)
-    if not value:
-        raise ConfigError(f"no {what}: pass it, or set {variable}")
-    return value
-
-
-class ChatClient:
-    """Calls a chat model behind an OpenAI-compatible API, with a cache of parsed replies.
-
-    One call, no retries: a reply not back within ``timeout_s``, an HTTP error
-    or a server that cannot be reached raises :class:`~feedbackgym.errors.ChatError`.
-    :meth:`complete` caches what ``parse`` made of a reply, keyed on the
-    messages; a reply that does not parse is not cached. Safe to call from
-    several threads; pickles without its connection.
-
-    Args:
-        base_url: The API's base URL, e.g. ``http://127.0.0.1:8000/v1`` (default:
-            ``$FEEDBACKGYM_LLM_BASE_URL``).
-        model: The model name (default: ``$FEEDBACKGYM_LLM_MODEL``).
-        api_key: The API key (default: ``$FEEDBACKGYM_LLM_API_KEY``, or none).
-        timeout_s: How long a call waits for its reply.
-        max_tokens: The most tokens a reply may have.
-        cache_size: How many parsed replies are kept.
-        constrain: How a reply asked with ``choices`` is held to them (one of
-            :data:`CONSTRAINTS`): ``"grammar"`` (llama.cpp; servers that do not
-            know the field may ignore it), ``"json"`` or ``"none"``.
-
-    Attributes:
-        calls: Requests sent to the server.
-        cache_hits: Calls answered from the cache.
-
-    Raises:
-        ConfigError: No base URL or model, or a bad number.
-
-    Example:
-        >>> client = ChatClient("http://127.0.0.1:8000/v1", "llama3.2:1b", timeout_s=5)
-        >>> client
-        ChatClient('http://127.0.0.1:8000/v1', 'llama3.2:1b', timeout_s=5.0)
-        >>> client.constraint(["wait", "restart db"])
-        {'extra_body': {'grammar': 'root ::= "wait" | "restart db"'}}
-    """
-
-    def __init__(
-        self,
-        base_url: str | None = None,
-        model: str | None = None,
-        *,
-        api_key: str | None = None,
-        timeout_s: float = DEFAULT_TIMEOUT_S,
-        max_tokens: int = 512,
-        cache_size: int = 1024,
-        constrain: str = "grammar",
-    ) -> None:
-        if timeout_s <= 0 or max_tokens < 1 or cache_size < 0:
-            raise ConfigError(
-                "timeout_s and max_tokens must be positive and cache_size at least 0, got "
-                f"{timeout_s}, {max_tokens}, {cache_size}"
-            )
-        if constrain not in CONSTRAINTS:
-            raise ConfigError(
-                f"constrain must be one of {', '.join(CONSTRAINTS)}, got {constrain!r}"
-            )
-        self.constrain = constrain
-        self.base_url = _setting(base_url, BASE_URL_ENV, "chat server base URL").rstrip("/")
-        self.model = _setting(model, MODEL_ENV, "chat model name")
-        self.api_key = api_key or os.environ.get(API_KEY_ENV) or "none"
-        self.timeout_s = float(timeout_s)
-        self.max_tokens = max_tokens
-        self.cache_size = cache_size
-        self.calls = 0
-        self.cache_hits = 0
-        self._cache: OrderedDict[str, Any] = OrderedDict()
-        self._lock = threading.Lock()
-        self._client: Any = None
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_lock": None, "_client": None}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state, _lock=threading.Lock())
-
-    def __repr__(self) -> str:
-        return f"ChatClient({self.base_url!r}, {self.model!r}, timeout_s={self.timeout_s})"
-
-    def complete(
-        self,
-        messages: Sequence[Mapping[str, str]],
-        parse: Callable[[str], T],
-        *,
-        json_mode: bool = False,
-        choices: Sequence[str] | None = None,
-        schema: Mapping[str, Any] | None = None,
-    ) -> T:
-        """``parse`` of the model's reply to ``messages`` (from the cache when it was asked before).
-
-        Args:
-            messages: The chat messages (``role``, ``content``).
-            parse: Turns the reply's text into the result; raises
-                :class:`~feedbackgym.errors.ReplyError` for a reply it rejects.
-            json_mode: Ask the server for a JSON object (``response_format``).
-            choices: Ask for exactly one of these strings (see :meth:`reply`).
-            schema: Ask for a JSON object of this JSON schema (see :meth:`reply`).
-
-        Raises:
-            ChatError: The server failed, timed out or could not be reached.
-            ReplyError: The reply has no text, or ``parse`` rejected it.
-            DependencyNotInstalled: ``openai`` is not installed.
-        """
-        key = _dumps([json_mode, choices, schema, list(messages)])
-        with self._lock:
-            if key in self._cache:
-                self._cache.move_to_end(key)
-                self.cache_hits += 1
-                return self._cache[key]
-        result = parse(self.reply(messages, json_mode=json_mode, choices=choices, schema=schema))
-        if self.cache_size:
-            with self._lock:
-                self._cache[key] = result
-                while len(self._cache) > self.cache_size:
-                    self._cache.popitem(last=False)
-        return result
-
-    def models(self) -> list[str]:
-        """The model names the server lists (``GET /models``): a cheap check that it answers.
-
-        Raises:
-            ChatError: The server failed, timed out or could not be reached.
-        """
-        return [model.id for model in self._call(lambda client: client.models.list())]
-
-    def reply(
-        self,
-        messages: Sequence[Mapping[str, str]],
-        *,
-        json_mode: bool = False,
-        choices: Sequence[str] | None = None,
-        schema: Mapping[str, Any] | None = None,
-        max_tokens: int | None = None,
-    ) -> str:
-        """The model's reply to ``messages`` (no cache).
-
-        Args:
-            messages: The chat messages (``role``, ``content``).
-            json_mode: Ask the server for a JSON object (``response_format``).
-            choices: Ask for exactly one of these strings, held to them as
-                :attr:`constrain` says (see :meth:`constraint`).
-            schema: Ask for a JSON object of this JSON schema
-                (``response_format`` ``{"type": "json_object", "schema": ...}``,
-                llama.cpp's form), whatever :attr:`constrain` says; not with ``choices``.
-            max_tokens: The most tokens this reply may have (default: the client's).
-
-        Raises:
-            ChatError: The server failed, timed out or could not be reached.
-            ReplyError: The reply has no text.
-        """
-        extra: dict[str, Any] = {"response_format": {"type": "json_object"}} if json_mode else {}
-        if schema is not None:
-            extra["response_format"] = {"type": "json_object", "schema": dict(schema)}
-        if choices is not None:
-            extra.update(self.constraint(choices))
-        self.calls += 1
-        response = self._call(
-            lambda client: client.chat.completions.create(
-                model=self.model,
-                messages=list(messages),
-                temperature=0.0,
-                max_tokens=max_tokens or self.max_tokens,
-                **extra,
-            )
-        )
-        choices = getattr(response, "choices", None)
-        content = choices[0].message.content if choices else None
-        if not isinstance(content, str):
-            raise ReplyError(f"{self.base_url}: the reply has no text")
-        return content
-
-    def constraint(self, choices: Sequence[str]) -> dict[str, Any]:
-        """The request fields that hold a reply to ``choices`` (:attr:`constrain`'s way).
-
-        ``"grammar"``: llama.cpp's ``grammar`` (:func:`choice_grammar`);
-        ``"json"``: ``response_format`` ``{"type": "json_object", "schema":
-        {"enum": [...]}}`` (the reply is then a JSON string); ``"none"``: nothing.
-
-        Raises:
-            ValueError: There are no choices.
-        """
-        if not choices:
-            raise ValueError("a constrained reply needs at least one choice")
-        if self.constrain == "grammar":
-            return {"extra_body": {"grammar": choice_grammar(choices)}}
-        if self.constrain == "json":
-            schema = {"type": "string", "enum": list(choices)}
-            return {"response_format": {"type": "json_object", "schema": schema}}
-        return {}
-
-    def _call(self, request: Callable[[Any], T]) -> T:
-        """``request(openai_client)``, with the client's failures as :class:`ChatError`."""
-        openai = _openai()
-        if self._client is None:
-            self._client = openai.OpenAI(
-                base_url=self.base_url,
-                api_key=self.api_key,
-                timeout=self.timeout_s,
-                max_retries=0,
-            )
-        try:
-            return request(self._client)
-        except openai.APITimeoutError:
-            raise ChatError(f"{self.base_url}: no reply within {self.timeout_s:g} s") from None
-        except openai.APIStatusError as error:
-            raise ChatError(
-                f"{self.base_url}: HTTP {error.status_code}: {str(error.message)[:200]}"
-            ) from None
-        except openai.APIError as error:
-            raise ChatError(f"{self.base_url}: {type(error).__name__}: {error}") from None
-
-    def close(self) -> None:
-        """Closes the connection (a later call opens a new one)."""
-        if self._client is not None:
-            self._client.close()
-            self._client = None
 
 
 # --- the generators -------------------------------------------------------------------------
@@ -777,7 +343,7 @@ class LLMGuide(_LLMGenerator):
             subgoals=_subgoal_lines(request.library, request.progress, "done"),
             observation=f"Current observation:\n{request.text}\n" if request.text else "",
             lookahead=str(self._lookahead(request)),
-            request=_dumps({"kind": "hint", **data}),
+            request=compact_json({"kind": "hint", **data}),
         )
 
     def parse(self, content: str, request: GuideRequest) -> Hint | None:
@@ -944,7 +510,7 @@ class LLMReviewer(_LLMGenerator):
             first=str(records[0].step),
             last=str(records[-1].step),
             steps=steps,
-            request=_dumps({"kind": "review", **request.to_dict()}),
+            request=compact_json({"kind": "review", **request.to_dict()}),
         )
 
     def parse(self, content: str, request: ReviewRequest) -> Review:

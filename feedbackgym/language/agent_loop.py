@@ -10,7 +10,7 @@ action taken, as the env words it (:mod:`~feedbackgym.language.episode_chat`).
 
 Each reply is asked for as exactly one of the env's current actions (the
 client's ``constrain``: a llama.cpp grammar by default, see
-:meth:`~feedbackgym.feedback.llm.ChatClient.constraint`), so a server that
+:meth:`~feedbackgym.chat.ChatClient.constraint`), so a server that
 honours it cannot answer anything else. Servers that ignore the field are
 still parsed: a reply that names no action is asked again (``retries``
 times, the wrong reply shown), then the ``fallback`` action is taken; both
@@ -46,9 +46,9 @@ from typing import IO, TYPE_CHECKING, Any
 import gymnasium as gym
 from gymnasium import spaces
 
+from feedbackgym.chat import DEFAULT_TIMEOUT_S, ChatClient, PromptTemplate, Replier
 from feedbackgym.core import DEFAULT_HINT_LEVEL
 from feedbackgym.errors import ChatError, ConfigError, FeedbackGymError, InvalidAction, ReplyError
-from feedbackgym.feedback.llm import DEFAULT_TIMEOUT_S, ChatClient, PromptTemplate
 from feedbackgym.language.agent_arms import DEFAULT_AGENT_ARM, AgentArm, LabelAttempt, agent_arm
 from feedbackgym.language.agent_arms import attempt_label as _attempt_label
 from feedbackgym.language.episode_chat import (
@@ -164,7 +164,8 @@ class ChatAgent:
     """Plays episodes of a text env by asking a chat model for each action.
 
     Args:
-        client: The chat model.
+        client: The chat model (a :class:`~feedbackgym.chat.ChatClient`, or any
+            :class:`~feedbackgym.chat.Replier`).
         memory: How many reviews of earlier episodes the prompt carries.
         arm: The feedback arm (:data:`~feedbackgym.language.agent_arms.AGENT_ARMS`):
             whether hints go into the prompt on an attempt, and which reviews
@@ -197,7 +198,7 @@ class ChatAgent:
 
     def __init__(
         self,
-        client: ChatClient,
+        client: Replier,
         *,
         memory: int = DEFAULT_MEMORY,
         arm: str = DEFAULT_AGENT_ARM,

@@ -3,7 +3,7 @@
 llama.cpp's grammar sampler checks every token of the vocabulary against the
 grammar at every step; with Gemma's 262,144 tokens that made one action reply
 take 3-8 s on 2 cores. The replies the agent asks for are one of the env's
-actions, a plain alternation of strings (:func:`~feedbackgym.feedback.llm.choice_grammar`),
+actions, a plain alternation of strings (:func:`~feedbackgym.chat.choice_grammar`),
 so the model server (:mod:`~feedbackgym.language.llama_process`) applies such a
 grammar as a :class:`ChoiceMask` instead: a trie of each choice's tokens, and
 at each step every token that does not continue a choice set to ``-inf``. The

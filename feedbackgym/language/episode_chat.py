@@ -4,7 +4,7 @@ The agent loop (``feedbackgym agent``), the chat export, the supervised
 warm-up and the LLM trainer all word an episode through :class:`EpisodeChat`,
 so a model reads in training exactly what it reads when it plays. The system
 message (the built-in ``agent`` prompt of
-:class:`~feedbackgym.feedback.llm.PromptTemplate`, or your own) names the
+:class:`~feedbackgym.chat.PromptTemplate`, or your own) names the
 env, lists its actions, carries the reviews of earlier attempts and ends
 with the episode (env id, seed, keyword arguments) as JSON. Each user turn
 is an observation with the hint given with it, if any; each assistant turn
@@ -41,8 +41,8 @@ from typing import Any
 
 import gymnasium as gym
 
+from feedbackgym.chat import PromptTemplate
 from feedbackgym.errors import ConfigError
-from feedbackgym.feedback.llm import PromptTemplate
 
 __all__ = [
     "DEFAULT_MEMORY",

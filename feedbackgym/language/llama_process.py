@@ -13,7 +13,7 @@ base model, switching on promotions, canaries and rollbacks without a restart
 (:mod:`~feedbackgym.language.served_versions`).
 
 A ``grammar`` that is only an alternation of strings (what
-:func:`~feedbackgym.feedback.llm.choice_grammar` writes for the agent's
+:func:`~feedbackgym.chat.choice_grammar` writes for the agent's
 actions) is applied as a :class:`~feedbackgym.language.choice_mask.ChoiceMask`
 over the choices' tokens rather than by llama.cpp's grammar sampler: the same
 replies, without checking all 262,144 tokens of Gemma's vocabulary against
@@ -21,7 +21,7 @@ the grammar at every step (3-8 s an action reply on 2 cores, against well
 under a second). Any other grammar, and ``response_format``, go to llama.cpp.
 
 ``--chat-template gemma`` renders chats with the Gemma turns of
-``feedbackgym/language/prompts/gemma.jinja``, which keep the system text (the
+``feedbackgym/chat/prompts/gemma.jinja``, which keep the system text (the
 packaged model's GGUF has no template, and llama-cpp-python's own ``gemma``
 format drops system messages). Without it, the GGUF's own template is used
 (llama-cpp-python's fallback when the file has none).
@@ -35,12 +35,11 @@ import argparse
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from importlib import resources
 from typing import Any
 
 from feedbackgym._process import exit_with_parent
+from feedbackgym.chat import choices_of_grammar, prompt_file
 from feedbackgym.errors import DependencyNotInstalled
-from feedbackgym.feedback.llm import choices_of_grammar
 from feedbackgym.language.choice_decode import choice_completion, prompt_tokens
 from feedbackgym.language.choice_mask import ChoiceMask
 
@@ -55,7 +54,7 @@ __all__ = [
 ]
 
 CHAT_TEMPLATES = ("gemma",)
-"""The chat templates shipped in ``feedbackgym/language/prompts/`` (``NAME.jinja``)."""
+"""The chat templates shipped in ``feedbackgym/chat/prompts/`` (``NAME.jinja``)."""
 _TEMPLATE_TOKENS = {"gemma": ("<bos>", "<end_of_turn>")}
 """Each template's BOS text and its end of a turn (where a reply stops)."""
 
@@ -68,7 +67,7 @@ def _template(name: str) -> str:
     """
     if name not in CHAT_TEMPLATES:
         raise ValueError(f"no chat template {name!r} (known: {', '.join(CHAT_TEMPLATES)})")
-    return resources.files("feedbackgym.language").joinpath(f"prompts/{name}.jinja").read_text()
+    return prompt_file(f"{name}.jinja")
 
 
 def render_chat(messages: Sequence[Mapping[str, str]], name: str = "gemma") -> str:

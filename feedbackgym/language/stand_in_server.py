@@ -8,7 +8,7 @@ against a real server process.
 It speaks the OpenAI-compatible API that vLLM, llama.cpp's server and Ollama
 speak (``POST /v1/chat/completions``, ``GET /v1/models``) on loopback, and
 answers from the request JSON that the built-in prompts carry
-(:func:`~feedbackgym.feedback.llm.request_block`):
+(:func:`~feedbackgym.chat.request_block`):
 
 * a guide prompt: the built-in :class:`~feedbackgym.feedback.SubgoalGuide`'s
   hint, as a :class:`~feedbackgym.feedback.llm.GuideAnswer`;
@@ -51,9 +51,10 @@ from typing import Any
 
 import gymnasium as gym
 
+from feedbackgym.chat import request_block
 from feedbackgym.errors import FeedbackGymError
 from feedbackgym.feedback import GuideRequest, ReviewRequest, SubgoalGuide, TrajectoryReviewer
-from feedbackgym.feedback.llm import GuideAnswer, ReviewAnswer, request_block
+from feedbackgym.feedback.llm import GuideAnswer, ReviewAnswer
 from feedbackgym.rollout import make_policy
 
 __all__ = ["MODEL", "SLOW_S", "answer", "main", "stand_in_server"]
@@ -225,7 +226,7 @@ def stand_in_server() -> Iterator[str]:
         FeedbackGymError: It did not start.
 
     Example:
-        >>> from feedbackgym.feedback.llm import ChatClient
+        >>> from feedbackgym.chat import ChatClient
         >>> with stand_in_server() as url:  # doctest: +ELLIPSIS
         ...     ChatClient(url, "stand-in").reply([{"role": "user", "content": "hello"}])
         Traceback (most recent call last):

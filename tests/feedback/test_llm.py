@@ -14,17 +14,11 @@ import gymnasium as gym
 import pytest
 
 import feedbackgym  # noqa: F401
+from feedbackgym.chat import BASE_URL_ENV, MODEL_ENV, ChatClient, PromptTemplate
 from feedbackgym.core import StepRecord, Subgoal
 from feedbackgym.errors import ConfigError, DependencyNotInstalled, GeneratorError, ReplyError
 from feedbackgym.feedback import GuideRequest, ReviewRequest, as_guide
-from feedbackgym.feedback.llm import (
-    BASE_URL_ENV,
-    MODEL_ENV,
-    ChatClient,
-    LLMGuide,
-    LLMReviewer,
-    PromptTemplate,
-)
+from feedbackgym.feedback.llm import LLMGuide, LLMReviewer
 from feedbackgym.wrappers import AddGuide, AddReview
 
 pytest.importorskip("openai")
@@ -182,7 +176,7 @@ def test_the_stand_in_process_is_gone_after_its_block():
 
 
 def test_named_generators_take_the_timeout_and_constraint_from_the_environment(monkeypatch, url):
-    from feedbackgym.feedback.llm import CONSTRAIN_ENV, TIMEOUT_ENV
+    from feedbackgym.chat import CONSTRAIN_ENV, TIMEOUT_ENV
 
     monkeypatch.setenv(BASE_URL_ENV, url)
     monkeypatch.setenv(MODEL_ENV, "stand-in")

@@ -26,8 +26,8 @@ from feedbackgym.language.prompt_window import TURN_TOKENS
 
 pytest.importorskip("openai")
 pytest.importorskip("h5py")
+from feedbackgym.chat import ChatClient  # noqa: E402
 from feedbackgym.datasets import TrajectoryStore  # noqa: E402
-from feedbackgym.feedback.llm import ChatClient  # noqa: E402
 from feedbackgym.language.stand_in_server import stand_in_server  # noqa: E402
 
 ENV = "feedbackgym/OpsIncidentEasy-v0"

@@ -93,7 +93,7 @@ def test_the_agent_plays_the_packaged_model_by_default_and_leaves_no_server(tmp_
 
 
 def test_serve_model_serves_other_clients_until_interrupted():
-    from feedbackgym.feedback.llm import ChatClient
+    from feedbackgym.chat import ChatClient
 
     serve = subprocess.Popen(
         [sys.executable, "-m", "feedbackgym", "serve-model", "--port", "0"],
@@ -131,7 +131,7 @@ def test_the_chat_template_keeps_the_system_text():
     assert llama_chat_format.get_chat_completion_handler(handler_name)
     from importlib import resources
 
-    template = resources.files("feedbackgym.language").joinpath("prompts/gemma.jinja").read_text()
+    template = resources.files("feedbackgym.chat").joinpath("prompts/gemma.jinja").read_text()
     formatter = llama_chat_format.Jinja2ChatFormatter(
         template=template, eos_token="<end_of_turn>", bos_token="<bos>"
     )
@@ -273,7 +273,7 @@ def test_a_choice_reply_walks_the_choices_tokens_and_matches_the_masked_sampler(
     import llama_cpp
 
     import feedbackgym  # noqa: F401
-    from feedbackgym.feedback.llm import choice_grammar
+    from feedbackgym.chat import choice_grammar
     from feedbackgym.language.choice_mask import ChoiceMask
     from feedbackgym.language.llama_process import (
         cpu_has_amx,

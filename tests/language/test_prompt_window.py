@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from feedbackgym.feedback.llm import choice_grammar, choices_of_grammar
+from feedbackgym.chat import choice_grammar, choices_of_grammar
 from feedbackgym.language.choice_mask import ChoiceMask
 from feedbackgym.language.prompt_window import ByteBound, PromptTooLong, PromptWindow
 

@@ -3,7 +3,7 @@ r"""The markup around an episode's turns, as the LLM trainer tokenizes them.
 The messages themselves are :class:`~feedbackgym.language.episode_chat.EpisodeChat`'s
 (the agent loop's), so a trained adapter reads in training what
 ``feedbackgym agent`` shows it. :class:`TurnFormat` is the markup around
-them, read from a template file (``prompts/turns.json``: Gemma's turns,
+them, read from a template file (``feedbackgym/chat/prompts/turns.json``: Gemma's turns,
 which the packaged model was trained with).
 
 Example:
@@ -58,7 +58,7 @@ class TurnFormat:
             ConfigError: The file cannot be read, or lacks a field.
         """
         if path is None:
-            text = resources.files("feedbackgym.training.llm").joinpath("prompts/turns.json")
+            text = resources.files("feedbackgym.chat").joinpath("prompts/turns.json")
             source, raw = "the built-in turns", text.read_text()
         else:
             source = os.fspath(path)

@@ -47,7 +47,6 @@ import gymnasium as gym
 from feedbackgym.config import GuideConfig
 from feedbackgym.errors import ConfigError
 from feedbackgym.experts import held_out_seeds
-from feedbackgym.feedback.llm import ChatClient
 from feedbackgym.language.agent_arms import DEFAULT_AGENT_ARM, LabelAttempt
 from feedbackgym.language.agent_loop import DEFAULT_MEMORY, ChatAgent
 from feedbackgym.language.episode_chat import DEFAULT_TURNS
@@ -88,24 +87,27 @@ class TrainingSequence:
         return sum(label != IGNORE for label in self.labels)
 
 
-class ExpertReplies(ChatClient):
-    """A chat client that answers every prompt with the env's expert action (the standard answer).
+class ExpertReplies:
+    """Answers every prompt with the env's expert action (the standard answer), no server.
+
+    A :class:`~feedbackgym.chat.Replier`, so the agent's own loop plays the
+    expert's episodes and writes the prompts the warm-up trains on.
 
     Args:
         env: The env being played (its ``unwrapped.expert_action()`` is asked at each reply).
     """
 
+    constrain = "none"
+    """Replies are the expert's words: nothing to hold them to."""
+
     def __init__(self, env: gym.Env[Any, Any]) -> None:
-        super().__init__("http://expert.invalid/v1", "expert")
         self.env = env
 
     def reply(
         self,
         messages: Sequence[Mapping[str, str]],
         *,
-        json_mode: bool = False,
         choices: Sequence[str] | None = None,
-        schema: Mapping[str, Any] | None = None,
         max_tokens: int | None = None,
     ) -> str:
         """The expert's action in words (the env's ``action_meanings``)."""

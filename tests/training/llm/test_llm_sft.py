@@ -108,7 +108,7 @@ def test_the_template_renders_as_llama_cpp_pythons_formatter_does(window):
     llama_chat_format = pytest.importorskip("llama_cpp.llama_chat_format")
     from importlib import resources
 
-    text = resources.files("feedbackgym.language").joinpath("prompts/gemma.jinja").read_text()
+    text = resources.files("feedbackgym.chat").joinpath("prompts/gemma.jinja").read_text()
     formatter = llama_chat_format.Jinja2ChatFormatter(
         template=text, eos_token="<end_of_turn>", bos_token="<bos>"
     )

@@ -14,7 +14,7 @@ SPECIALS = ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn
 def _words(env_id):
     import gymnasium as gym
 
-    from feedbackgym.feedback.llm import PromptTemplate
+    from feedbackgym.chat import PromptTemplate
 
     env = gym.make(env_id, obs_mode="text")
     texts = [PromptTemplate.load("agent").system.template, "user model Hint Reviews"]
@@ -81,7 +81,7 @@ def _expert_sequence(tokenizer, env_id, seed, max_steps):
     """An expert episode as the trainer's tokens, and labels on the expert's replies."""
     import gymnasium as gym
 
-    from feedbackgym.feedback.llm import PromptTemplate
+    from feedbackgym.chat import PromptTemplate
     from feedbackgym.language.episode_chat import EpisodeChat
     from feedbackgym.training.llm.chat_turns import TurnFormat
 

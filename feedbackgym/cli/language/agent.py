@@ -50,7 +50,7 @@ from feedbackgym.language.agent_arms import AGENT_ARMS, DEFAULT_AGENT_ARM
 from feedbackgym.registration import evaluation_kwargs
 
 if TYPE_CHECKING:
-    from feedbackgym.feedback.llm import ChatClient
+    from feedbackgym.chat import ChatClient
     from feedbackgym.language.model_server import ModelServer
 
 __all__ = ["add_commands", "add_model_server_options"]
@@ -234,8 +234,8 @@ def _cmd_agent(args: argparse.Namespace) -> int:
 def _play(
     args: argparse.Namespace, server: ModelServer | None, base_url: str, context: int | None
 ) -> int:
+    from feedbackgym.chat import ChatClient
     from feedbackgym.errors import ChatError
-    from feedbackgym.feedback.llm import ChatClient
     from feedbackgym.language.agent_loop import run_agent
     from feedbackgym.language.model_server import ModelServerError
 
@@ -326,7 +326,7 @@ def _settings_for_llm_generators(client: ChatClient, args: argparse.Namespace) -
     spoke) and made with no arguments, from these variables (see
     :mod:`feedbackgym.feedback.llm`).
     """
-    from feedbackgym.feedback.llm import BASE_URL_ENV, CONSTRAIN_ENV, MODEL_ENV, TIMEOUT_ENV
+    from feedbackgym.chat import BASE_URL_ENV, CONSTRAIN_ENV, MODEL_ENV, TIMEOUT_ENV
 
     os.environ[BASE_URL_ENV], os.environ[MODEL_ENV] = client.base_url, client.model
     os.environ[TIMEOUT_ENV] = f"{args.timeout:g}"

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from feedbackgym.cli.agent import add_model_server_options
+from feedbackgym.cli.language.agent import add_model_server_options
 
 __all__ = ["add_commands"]
 
