@@ -26,17 +26,12 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 
+from feedbackgym.chat.token_trie import TokenTrie
+
 __all__ = ["ChoiceMask"]
-
-
-@dataclass
-class _Node:
-    children: dict[int, _Node] = field(default_factory=dict)
-    ends_a_choice: bool = False
 
 
 class ChoiceMask:
@@ -56,25 +51,16 @@ class ChoiceMask:
     """
 
     def __init__(self, choices: Sequence[Sequence[int]], end: int) -> None:
-        if not choices or not all(choices):
-            raise ValueError("a choice mask needs at least one choice, each of some tokens")
         self.end = end
-        self._root = _Node()
-        for tokens in choices:
-            node = self._root
-            for token in tokens:
-                node = node.children.setdefault(int(token), _Node())
-            node.ends_a_choice = True
+        self.trie = TokenTrie(choices)
         self._prompt_length: int | None = None
 
     def allowed(self, generated: Sequence[int]) -> list[int]:
         """The tokens that may follow ``generated`` (only ``end`` once off every choice)."""
-        node: _Node | None = self._root
-        for token in generated:
-            node = node.children.get(int(token)) if node is not None else None
+        node = self.trie.node(generated)
         if node is None:
             return [self.end]
-        return [*node.children, *([self.end] if node.ends_a_choice else [])]
+        return [*node.next, *([self.end] if node.choice is not None else [])]
 
     def __call__(self, input_ids: np.ndarray, scores: np.ndarray) -> np.ndarray:
         """``scores`` with every token that continues no choice at ``-inf``."""

@@ -1,7 +1,8 @@
 """Replies the model cannot get wrong: each one held to the env's actions, token by token.
 
-:class:`ActionTrie` holds the token sequences of the env's actions, each
-followed by the turn's stop; :func:`choose_action` walks it, sampling each
+A :class:`~feedbackgym.chat.token_trie.TokenTrie` holds the token sequences of
+the env's actions, each followed by the turn's stop (:func:`action_trie`);
+:func:`choose_action` walks it, sampling each
 token from the model's distribution over the tokens that continue some
 action (constrained decoding), so every reply names one action, by
 construction. A token that is the only continuation is taken without asking
@@ -10,9 +11,13 @@ the model (a forced token): it is no choice, so it is left out of the loss.
 episode's tokens are computed once each, however long the chat grows.
 
 Example:
-    >>> trie = ActionTrie([[5, 6, 9], [5, 7, 9], [8, 9]])
-    >>> sorted(trie.root.next), sorted(trie.root.next[5].next), trie.root.next[8].next[9].action
-    ([5, 8], [6, 7], 2)
+    >>> class Words:  # a tokenizer of whole words
+    ...     vocab = {"wait": 5, "restart": 6, "db": 7, "<end>": 9}
+    ...     def encode(self, text, add_special_tokens=False):
+    ...         return [self.vocab[w] for w in text.replace("<end>", " <end>").split()]
+    >>> trie = action_trie(Words(), ["wait", "restart db"], "<end>")
+    >>> sorted(trie.root.next), trie.node([6, 7, 9]).choice
+    ([5, 6], 1)
 """
 
 from __future__ import annotations
@@ -20,17 +25,18 @@ from __future__ import annotations
 import contextlib
 import inspect
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from feedbackgym.errors import ConfigError, DependencyNotInstalled
+from feedbackgym.chat.token_trie import TokenTrie
+from feedbackgym.errors import DependencyNotInstalled
 
 try:
     import torch
 except ImportError as error:
     raise DependencyNotInstalled.for_extra("torch", "llm-train") from error
 
-__all__ = ["ActionTrie", "Choice", "TokenStream", "choose_action", "rollout_threads"]
+__all__ = ["Choice", "TokenStream", "action_trie", "choose_action", "rollout_threads"]
 
 
 @contextlib.contextmanager
@@ -53,43 +59,15 @@ def rollout_threads(device: torch.device) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-@dataclass
-class _Node:
-    next: dict[int, _Node] = field(default_factory=dict)
-    action: int | None = None
-
-
-class ActionTrie:
-    """The actions' token sequences as a prefix tree.
-
-    Args:
-        sequences: ``sequences[i]`` is action ``i``'s tokens, its stop included.
+def action_trie(tokenizer: Any, meanings: Sequence[str], stop: str) -> TokenTrie:
+    """The trie of ``meanings``, each as ``tokenizer`` encodes it followed by ``stop``.
 
     Raises:
-        ConfigError: Two actions have the same tokens, or one's tokens begin
-            another's (the stop must end each one).
+        ConfigError: Two actions encode alike (the tokenizer cannot tell them apart).
     """
-
-    def __init__(self, sequences: Sequence[Sequence[int]]) -> None:
-        self.root = _Node()
-        for index, tokens in enumerate(sequences):
-            node = self.root
-            for token in tokens:
-                if node.action is not None:
-                    raise ConfigError(f"action {node.action}'s tokens begin action {index}'s")
-                node = node.next.setdefault(int(token), _Node())
-            if node.next or node.action is not None:
-                raise ConfigError(f"action {index}'s tokens are another action's, or begin one")
-            node.action = index
-
-    @classmethod
-    def for_actions(cls, tokenizer: Any, meanings: Sequence[str], stop: str) -> ActionTrie:
-        """The trie of ``meanings``, each as ``tokenizer`` encodes it followed by ``stop``.
-
-        Raises:
-            ConfigError: Two actions encode alike (the tokenizer cannot tell them apart).
-        """
-        return cls([tokenizer.encode(m + stop, add_special_tokens=False) for m in meanings])
+    return TokenTrie(
+        [tokenizer.encode(m + stop, add_special_tokens=False) for m in meanings], prefix_free=True
+    )
 
 
 class TokenStream:
@@ -172,7 +150,7 @@ class Choice:
 
 def choose_action(
     stream: TokenStream,
-    trie: ActionTrie,
+    trie: TokenTrie,
     *,
     temperature: float = 1.0,
     generator: torch.Generator | None = None,
@@ -192,7 +170,7 @@ def choose_action(
     tokens: list[int] = []
     chosen: list[int] = []
     logprobs: list[float] = []
-    while node.action is None:
+    while node.choice is None:
         options = list(node.next)
         if len(options) == 1:
             token, picked, logprob = options[0], 0, 0.0
@@ -212,4 +190,4 @@ def choose_action(
         chosen.append(picked)
         logprobs.append(logprob)
         node = node.next[token]
-    return Choice(node.action, tokens, chosen, logprobs)
+    return Choice(node.choice, tokens, chosen, logprobs)

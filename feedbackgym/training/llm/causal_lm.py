@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from feedbackgym.chat.token_trie import TokenTrie
 from feedbackgym.errors import ConfigError, DependencyNotInstalled
-from feedbackgym.training.llm.action_choice import ActionTrie
+from feedbackgym.training.llm.action_choice import action_trie
 from feedbackgym.training.llm.chat_turns import TurnFormat
 
 try:
@@ -88,7 +89,7 @@ class ChatModel:
     turns: TurnFormat
     device: torch.device
     name: str
-    _tries: dict[tuple[str, ...], ActionTrie] = field(default_factory=dict, repr=False)
+    _tries: dict[tuple[str, ...], TokenTrie] = field(default_factory=dict, repr=False)
 
     @property
     def bos(self) -> str:
@@ -99,11 +100,11 @@ class ChatModel:
         """``text``'s tokens, special tokens written in it included, none added."""
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
-    def trie(self, meanings: Sequence[str]) -> ActionTrie:
+    def trie(self, meanings: Sequence[str]) -> TokenTrie:
         """The token tree of these actions, each followed by the turn's stop (cached)."""
         key = tuple(meanings)
         if key not in self._tries:
-            self._tries[key] = ActionTrie.for_actions(self.tokenizer, key, self.turns.stop)
+            self._tries[key] = action_trie(self.tokenizer, key, self.turns.stop)
         return self._tries[key]
 
 

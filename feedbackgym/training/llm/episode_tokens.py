@@ -23,6 +23,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from feedbackgym.chat.token_trie import TokenTrie
 from feedbackgym.language.episode_chat import (
     EpisodeChat,
     ReviewMemory,
@@ -31,7 +32,6 @@ from feedbackgym.language.episode_chat import (
 )
 from feedbackgym.protocol import ENV_REWARD, FEEDBACK, IS_SUCCESS, OUTCOME
 from feedbackgym.training.llm.action_choice import (
-    ActionTrie,
     TokenStream,
     choose_action,
 )
@@ -122,7 +122,7 @@ def play_episode(
     temperature: float = 1.0,
     generator: Any = None,
     max_tokens: int | None = None,
-    trie: ActionTrie | None = None,
+    trie: TokenTrie | None = None,
 ) -> EpisodeTokens:
     """Plays one episode from ``reset(seed=seed)`` with the model choosing every action.
 
@@ -175,7 +175,7 @@ def play_episode(
         user = text.user(obs, hint)["content"]
         turn = chat.encode(chat.turns.next_text(user))
         if max_tokens is not None and (
-            len(result.prompt_ids) + len(result.completion_ids) + len(turn) + trie_depth(trie)
+            len(result.prompt_ids) + len(result.completion_ids) + len(turn) + trie.depth()
             > max_tokens
         ):
             result.truncated = True
@@ -192,12 +192,3 @@ def play_episode(
     result.computed = stream.computed
     result.seconds = time.perf_counter() - start
     return result
-
-
-def trie_depth(trie: ActionTrie) -> int:
-    """The most tokens one reply can take."""
-
-    def depth(node: Any) -> int:
-        return 0 if not node.next else 1 + max(depth(child) for child in node.next.values())
-
-    return depth(trie.root)
