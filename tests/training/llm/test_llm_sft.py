@@ -227,3 +227,18 @@ def test_a_file_that_is_not_transcripts_is_a_clear_error(tmp_path):
 def test_expert_seeds_never_reach_the_held_out_ones():
     with pytest.raises(ValueError, match="10000000 is one"):
         next(expert_chats(ENV, 2, seed=9_999_999))
+
+
+def test_the_server_the_warm_up_and_the_trainer_render_one_chat_alike():
+    """Gemma's turns are written twice (gemma.jinja for the server and the warm-up,
+    turns.json for GRPO): one episode's chat renders to the same text through both."""
+    from feedbackgym.training.llm.chat_turns import TurnFormat
+
+    turns = TurnFormat.load()
+    messages = next(expert_chats(ENV, 1, env_kwargs=STEPS))
+    system, users = messages[0]["content"], messages[1::2]
+    replies = [m["content"] for m in messages[2::2]]
+    trainer = turns.opening_text("<bos>", system.strip(), users[0]["content"].strip())
+    for reply, user in zip(replies, users[1:], strict=False):
+        trainer += reply + turns.stop + turns.next_text(user["content"].strip())
+    assert trainer == render_chat(messages[: 2 * len(users)])
