@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from feedbackgym.envs.ops.catalog import METRIC_SCALE, METRICS, NOISE_LINES
+from feedbackgym.envs.ops.catalog import HEALTHY_METRICS, METRIC_SCALE, METRICS, NOISE_LINES
 
 __all__ = [
     "FAULTS",
@@ -88,16 +88,21 @@ NAMES: dict[str, tuple[str, ...]] = {
 """Service names by role; a topology draws its names from these pools."""
 
 HEALTHY: dict[str, tuple[float, ...]] = {
-    "edge": (40.0, 0.002, 0.20, 0.30, 0.35, 180.0, 0.0, 0.0),
-    "frontend": (120.0, 0.004, 0.35, 0.45, 0.40, 140.0, 0.0, 0.0),
-    "api": (180.0, 0.005, 0.40, 0.50, 0.40, 90.0, 0.0, 0.0),
-    "worker": (300.0, 0.003, 0.30, 0.40, 0.35, 20.0, 40.0, 0.0),
-    "cache": (1.5, 0.001, 0.15, 0.55, 0.10, 120.0, 0.0, 0.0),
+    **{
+        role: HEALTHY_METRICS[service]
+        for role, service in (
+            ("edge", "lb"),
+            ("frontend", "web"),
+            ("api", "app"),
+            ("worker", "worker"),
+            ("cache", "cache"),
+            ("third_party", "dependency"),
+        )
+    },
     "queue": (4.0, 0.001, 0.25, 0.50, 0.45, 60.0, 120.0, 0.0),
-    "database": (8.0, 0.001, 0.35, 0.60, 0.55, 60.0, 0.0, 1.0),
-    "third_party": (220.0, 0.004, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0),
+    "database": (*HEALTHY_METRICS["db_primary"][:-1], 1.0),  # a replica a second behind
 }
-"""Healthy metric values by role, in :data:`METRICS` order."""
+"""Healthy metric values by role, in :data:`METRICS` order (v0's, by the matching service)."""
 
 LOG_SIGNALS: tuple[str, ...] = (
     "oom",

@@ -26,13 +26,10 @@ from feedbackgym.envs.incident.scenario import (
     IncidentFault,
     IncidentState,
 )
-from feedbackgym.envs.ops.dynamics import settle_budget
+from feedbackgym.envs.ops.dynamics import INFO, NO_EFFECT, OK, RESULTS, WORSE, settle_budget
 
 __all__ = ["INFO", "NO_EFFECT", "OK", "RESULTS", "WORSE", "advance", "apply_action"]
 
-RESULTS: tuple[str, ...] = ("none", "info", "ok", "no_effect", "worse")
-"""Codes of ``last_result``: what the previous action did."""
-INFO, OK, NO_EFFECT, WORSE = 1, 2, 3, 4
 
 _METRIC = {m: i for i, m in enumerate(METRICS)}
 _SIGNAL = {s: i for i, s in enumerate(LOG_SIGNALS)}

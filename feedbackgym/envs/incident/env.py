@@ -11,7 +11,7 @@ from feedbackgym.core import SubgoalTracker
 from feedbackgym.envs.base import SimulatorEnv, validation_seed_blocks
 from feedbackgym.envs.incident.actions import action_table, meanings, normalise, parse_action
 from feedbackgym.envs.incident.catalog import LOG_SIGNALS, METRICS, ROLES, SLOT_ROLES
-from feedbackgym.envs.incident.dynamics import NO_EFFECT, RESULTS, WORSE, advance, apply_action
+from feedbackgym.envs.incident.dynamics import NO_EFFECT, RESULTS, advance, apply_action
 from feedbackgym.envs.incident.expert import expert_action
 from feedbackgym.envs.incident.scenario import (
     DIFFICULTIES,
@@ -24,6 +24,7 @@ from feedbackgym.envs.incident.scenario import (
 )
 from feedbackgym.envs.incident.subgoals import SUBGOAL_KINDS, build_subgoals
 from feedbackgym.envs.incident.text import CHARSET, MAX_TEXT_LENGTH, render_text
+from feedbackgym.envs.ops.env import incident_info
 from feedbackgym.errors import FeedbackGymError
 from feedbackgym.protocol import INCIDENT
 
@@ -373,13 +374,4 @@ class IncidentEnv(SimulatorEnv[IncidentState]):
     def _info(self, progress: dict[str, bool]) -> dict[str, Any]:
         state = self._state
         assert state is not None
-        return {
-            "subgoals": progress,
-            "outcome": state.outcome,
-            "is_success": state.outcome == "resolved",
-            "harmful": state.last_result == WORSE
-            or state.outcome not in ("in_progress", "resolved", "slo_exhausted"),
-            "action": state.last_action,
-            "slo_budget": state.budget,
-            INCIDENT: state.incident,
-        }
+        return {**incident_info(state, progress), INCIDENT: state.incident}

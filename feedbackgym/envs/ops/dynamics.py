@@ -31,11 +31,21 @@ from feedbackgym.envs.ops.state import (
     draw_int,
 )
 
-__all__ = ["RESULTS", "advance", "apply_action", "settle_budget"]
+__all__ = [
+    "INFO",
+    "NO_EFFECT",
+    "OK",
+    "RESULTS",
+    "WORSE",
+    "advance",
+    "apply_action",
+    "settle_budget",
+]
 
 RESULTS: tuple[str, ...] = ("none", "info", "ok", "no_effect", "worse")
 """Codes of ``last_result``: what the previous action did."""
 INFO, OK, NO_EFFECT, WORSE = 1, 2, 3, 4
+"""The :data:`RESULTS` codes by name (v1 answers with the same codes)."""
 
 _SERVICE_INDEX = {s: i for i, s in enumerate(SERVICES)}
 _METRIC_INDEX = {m: i for i, m in enumerate(METRICS)}

@@ -18,7 +18,7 @@ from feedbackgym.envs.ops.subgoals import SUBGOAL_KINDS, build_subgoals
 from feedbackgym.envs.ops.text import CHARSET, MAX_TEXT_LENGTH, render_text
 from feedbackgym.errors import FeedbackGymError
 
-__all__ = ["OBS_MODES", "VALIDATION_SEEDS", "OpsIncidentEnv"]
+__all__ = ["OBS_MODES", "VALIDATION_SEEDS", "OpsIncidentEnv", "incident_info"]
 
 VALIDATION_SEEDS: dict[str, tuple[int, ...]] = validation_seed_blocks(DIFFICULTIES)
 """100 held-out seeds per difficulty: ``10_000_000..10_000_099`` for easy,
@@ -263,14 +263,22 @@ class OpsIncidentEnv(SimulatorEnv[IncidentState]):
         return obs
 
     def _info(self, progress: dict[str, bool]) -> dict[str, Any]:
-        state = self._state
-        assert state is not None
-        return {
-            "subgoals": progress,
-            "outcome": state.outcome,
-            "is_success": state.outcome == "resolved",
-            "harmful": state.last_result == WORSE
-            or state.outcome not in ("in_progress", "resolved", "slo_exhausted"),
-            "action": state.last_action,
-            "slo_budget": state.budget,
-        }
+        assert self._state is not None
+        return incident_info(self._state, progress)
+
+
+def incident_info(state: Any, progress: dict[str, bool]) -> dict[str, Any]:
+    """A step's info for an incident ``state`` (v0's or v1's): progress, outcome, harm, budget.
+
+    An action is harmful when it made things worse or ended the episode badly
+    (anything but a resolution or a spent budget).
+    """
+    return {
+        "subgoals": progress,
+        "outcome": state.outcome,
+        "is_success": state.outcome == "resolved",
+        "harmful": state.last_result == WORSE
+        or state.outcome not in ("in_progress", "resolved", "slo_exhausted"),
+        "action": state.last_action,
+        "slo_budget": state.budget,
+    }
