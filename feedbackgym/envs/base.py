@@ -139,6 +139,16 @@ class SimulatorEnv(TrackedEnv[S]):
     def _info(self, progress: dict[str, bool]) -> dict[str, Any]:
         raise NotImplementedError
 
+    def _console(self) -> str:
+        """The episode as console text (what ``"ansi"`` renders)."""
+        raise NotImplementedError
+
+    def render(self) -> str | None:
+        """Returns the console text when ``render_mode="ansi"``."""
+        if self.render_mode != "ansi" or self._state is None:
+            return None
+        return self._console()
+
     def close(self) -> None:
         """Releases nothing: the simulator holds no outside resources. Idempotent."""
         self._state = None

@@ -16,7 +16,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from feedbackgym.envs.ops.catalog import HEALTHY_METRICS, METRIC_SCALE, METRICS, NOISE_LINES
+from feedbackgym.envs.ops.catalog import (
+    ACTION_KINDS_PER_SERVICE,
+    HEALTHY_METRICS,
+    METRIC_SCALE,
+    METRICS,
+    NOISE_LINES,
+)
 
 __all__ = [
     "FAULTS",
@@ -148,19 +154,7 @@ LOG_LINES: dict[str, str] = {
 }
 """Templates of the log lines behind each signal; ``{target}`` is the callee a line blames."""
 
-SERVICE_KINDS: tuple[str, ...] = (
-    "inspect_metrics",
-    "inspect_logs",
-    "inspect_deploys",
-    "restart",
-    "rollback",
-    "scale_up",
-    "scale_down",
-    "clear_disk",
-    "flush",
-    "failover",
-    "open_breaker",
-)
+SERVICE_KINDS: tuple[str, ...] = (*ACTION_KINDS_PER_SERVICE, "flush", "failover", "open_breaker")
 """Actions that take a service, in action-index order (slot-major)."""
 
 GLOBAL_KINDS: tuple[str, ...] = ("wait", "escalate", "declare_resolved")

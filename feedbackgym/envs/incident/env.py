@@ -243,10 +243,8 @@ class IncidentEnv(SimulatorEnv[IncidentState]):
         truncated = not terminated and state.step >= self.step_limit
         return self._observation(), reward, terminated, truncated, self._info(progress)
 
-    def render(self) -> str | None:
-        """Returns the console text when ``render_mode="ansi"``."""
-        if self.render_mode != "ansi" or self._state is None:
-            return None
+    def _console(self) -> str:
+        assert self._state is not None
         return render_text(self._state, self.max_steps)
 
     # --- feedbackgym API -------------------------------------------------------------------
