@@ -4,7 +4,8 @@ Usage::
 
     feedbackgym sft --env ID [--demos N | --chats FILE] [--out DIR] [--seed S]
         [--model packaged|FILE.gguf|FOLDER] [--adapter DIR] [--arm ARM] [--memory K]
-        [--dropout P] [--dropout-scope episode|step] [--context TOKENS] [--epochs E]
+        [--dropout P] [--dropout-scope episode|step] [--level phase|target|action]
+        [--context TOKENS] [--epochs E]
         [--batch B] [--max-steps N] [--learning-rate LR] [--lora-rank R]
         [--save-every N] [--keep-checkpoints K] [--device auto|cpu|cuda] [--cpu-threads N]
         [--kwarg KEY=VALUE ...] [--resume]
@@ -32,6 +33,8 @@ from feedbackgym.cli._helpers import (
     parse_kwargs,
     positive_int,
 )
+from feedbackgym.cli._runs import add_level_argument
+from feedbackgym.core import DEFAULT_HINT_LEVEL
 from feedbackgym.language.agent_arms import AGENT_ARMS, DEFAULT_AGENT_ARM
 
 __all__ = ["add_commands"]
@@ -68,6 +71,7 @@ def add_commands(commands: Any) -> None:
         "--dropout", type=fraction, default=0.5, help="chance a hint is withheld (default 0.5)"
     )
     parser.add_argument("--dropout-scope", choices=("episode", "step"), default="episode")
+    add_level_argument(parser)
     parser.add_argument(
         "--context",
         type=positive_int,
@@ -112,6 +116,7 @@ def _cmd_sft(args: argparse.Namespace) -> int:
         turns=args.turns,
         dropout=args.dropout,
         dropout_scope=args.dropout_scope,
+        level=args.level or DEFAULT_HINT_LEVEL,
         context=args.context or DEFAULT_CONTEXT,
         epochs=args.epochs,
         batch=args.batch,

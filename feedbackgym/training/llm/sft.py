@@ -106,6 +106,7 @@ class SFTConfig:
         turns: What a later user turn carries (the agent's ``--turns``).
         dropout: Chance a hint is withheld (the arms' guide dropout).
         dropout_scope: ``"episode"`` or ``"step"``.
+        level: What the demos' hints and reviews disclose (part of the warm-up's label).
         context: The served model's context (the agent's ``--context``): prompts
             keep within its budget as the agent's do.
         template: The server's chat template.
@@ -134,6 +135,7 @@ class SFTConfig:
     turns: str = DEFAULT_TURNS
     dropout: float = _GUIDE.dropout
     dropout_scope: str = _GUIDE.dropout_scope
+    level: str = _GUIDE.level
     context: int = DEFAULT_CONTEXT
     template: str = "gemma"
     epochs: int = 3
@@ -242,6 +244,7 @@ def _chats(config: SFTConfig, window: PromptWindow, path: Path) -> list[list[dic
             turns=config.turns,
             dropout=config.dropout,
             dropout_scope=config.dropout_scope,
+            level=config.level,
             window=window,
             env_kwargs=config.env_kwargs,
         )

@@ -149,6 +149,7 @@ def expert_chats(
     turns: str = DEFAULT_TURNS,
     dropout: float = _GUIDE.dropout,
     dropout_scope: str = _GUIDE.dropout_scope,
+    level: str = _GUIDE.level,
     window: PromptWindow | None = None,
     env_kwargs: Mapping[str, Any] | None = None,
 ) -> Iterator[list[dict[str, str]]]:
@@ -168,6 +169,7 @@ def expert_chats(
         turns: What a later user turn carries (``"delta"`` or ``"full"``).
         dropout: Chance a hint is withheld (per ``dropout_scope``: step or episode).
         dropout_scope: ``"episode"`` or ``"step"``.
+        level: What the hints and reviews disclose (``"phase"``, ``"target"``, ``"action"``).
         window: The agent's prompt window (it sizes the reviews in the system message).
         env_kwargs: More keyword arguments for ``gym.make``.
 
@@ -188,9 +190,9 @@ def expert_chats(
         if clash:
             raise ValueError(f"expert seeds must avoid the held-out seeds, {min(clash)} is one")
         env = hinted = AddGuide(
-            env, channels=("info",), dropout=dropout, dropout_scope=dropout_scope
+            env, channels=("info",), dropout=dropout, dropout_scope=dropout_scope, level=level
         )
-        env = reviewed = AddReview(env, channels=("info",))
+        env = reviewed = AddReview(env, channels=("info",), level=level)
         agent = ChatAgent(
             ExpertReplies(env), memory=memory, arm=arm, retries=0, window=window, turns=turns
         )
