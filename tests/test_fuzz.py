@@ -16,6 +16,7 @@ from feedbackgym.envs.code.actions import N_ACTIONS as CODE_ACTIONS
 from feedbackgym.envs.code.actions import FreeEdit
 from feedbackgym.envs.code.actions import parse_action as parse_code
 from feedbackgym.envs.code.generator import generate
+from feedbackgym.envs.incident import IncidentEnv
 from feedbackgym.envs.ops.actions import ACTION_MEANINGS, N_ACTIONS
 from feedbackgym.envs.ops.actions import parse_action as parse_ops
 from feedbackgym.envs.web.actions import ActionTable
@@ -88,6 +89,26 @@ def test_the_ops_parser_returns_an_action_or_says_why_not(action):
 
 def test_the_ops_parser_reads_every_meaning_back():
     assert [parse_ops(meaning) for meaning in ACTION_MEANINGS] == list(range(N_ACTIONS))
+
+
+INCIDENT = IncidentEnv("hard")
+INCIDENT.reset(seed=0)
+
+
+@FUZZ
+@given(ANY)
+def test_the_v1_parser_returns_an_action_or_says_why_not(action):
+    try:
+        index = INCIDENT.parse_action(action)
+    except InvalidAction as error:
+        assert str(error)
+    else:
+        assert 0 <= index < INCIDENT.action_space.n and isinstance(index, int)
+
+
+def test_the_v1_parser_reads_every_live_meaning_back():
+    live = np.flatnonzero(INCIDENT.action_masks())
+    assert [INCIDENT.parse_action(INCIDENT.action_meanings[i]) for i in live] == list(live)
 
 
 PROJECT = generate("off_by_one", "medium", np.random.default_rng(0))

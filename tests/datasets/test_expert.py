@@ -39,7 +39,7 @@ def test_bad_requests():
     with pytest.raises(ValueError, match="has 100 held-out seeds"):
         make_expert_dataset(env, "unused", 101, split="validation")
     with pytest.raises(ValueError, match="split"):
-        make_expert_dataset(env, "unused", 1, split="test")
+        make_expert_dataset(env, "unused", 1, split="holdout")
     with pytest.raises(ValueError, match="no held-out validation seeds"):
         held_out_seeds(gym.make("CartPole-v1"))
 

@@ -204,7 +204,7 @@ def _parse_text(text: str, project: Project | None, lines: dict[str, int]) -> in
             raise InvalidAction("the new line must be a JSON string literal")
         return _free_edit(FreeEdit(edit.group(1), int(edit.group(2)), new_line), project, lines)
     words = re.sub(r"\s+", " ", raw.lower().strip(" .!'\""))
-    if words.isdigit():
+    if words.isdecimal():
         return parse_action(int(words), project, lines)
     table = {m.lower(): i for i, m in enumerate(meanings(project))}
     if words in table:

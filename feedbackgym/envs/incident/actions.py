@@ -77,7 +77,7 @@ def parse_action(action: Any, by_meaning: dict[str, int], size: int, names: tupl
         return int(action)
     if isinstance(action, str):
         text = normalise(action)
-        if text.isdigit():
+        if text.isdecimal():
             return parse_action(int(text), by_meaning, size, names)
         if text in by_meaning:
             return by_meaning[text]

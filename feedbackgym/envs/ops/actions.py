@@ -108,7 +108,7 @@ def parse_action(action: Any) -> int:
         return index
     if isinstance(action, str):
         text = _normalise(action)
-        if text.isdigit():
+        if text.isdecimal():
             return parse_action(int(text))
         if text in _BY_MEANING:
             return _BY_MEANING[text]

@@ -186,7 +186,7 @@ class ActionTable:
     def _parse_text(self, text: str, resolve: Callable[[str], str | None] | None) -> int:
         cleaned = _PREFIX.sub("", text.strip()).strip().rstrip(".!")
         folded = _fold(cleaned)
-        if folded.isdigit():
+        if folded.isdecimal():
             return self.parse(int(folded))
         if folded in ("scroll", "scroll down", "scroll up", "back", "go back"):
             verb, _, direction = folded.replace("go back", "back").partition(" ")
