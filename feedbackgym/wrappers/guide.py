@@ -98,7 +98,7 @@ class AddGuide(FeedbackWrapper):
         >>> info["feedback"]["guide"]["subgoal_ids"]
         ['triage_db_primary', 'find_root_cause']
         >>> info["feedback"]["guide"]["text"].split(", then")[0]
-        'Hint: first triage the db_primary alert: inspect its metrics and logs'
+        'Hint: first triage the alert: inspect its metrics and logs (seen: db_primary)'
 
     Change logs:
      * v0.2.0 - ``guide=``: any guide object or ``"module:Class"``; late hints skipped

@@ -104,7 +104,7 @@ class AddReview(FeedbackWrapper):
         >>> info["feedback"]["review"]["summary"]
         'Did not succeed; reached 0 of 5 subgoals in steps 0-0. Re-explore from step 0 (harmful).'
         >>> info["feedback"]["review"]["reexplore"][0]["suggestion"]
-        'try to triage the db_primary alert: inspect its metrics and logs'
+        'try to triage the alert: inspect its metrics and logs (seen: db_primary)'
         >>> info["feedback"]["review_episode"]
         0
 
