@@ -7,6 +7,7 @@ from typing import Any, Generic, TypeVar
 
 import gymnasium as gym
 import numpy as np
+from gymnasium import spaces
 
 from feedbackgym.core import Subgoal, SubgoalTracker
 from feedbackgym.errors import FeedbackGymError
@@ -87,6 +88,15 @@ class SuiteEnv(gym.Env[Any, int]):
         self.obs_mode = obs_mode
         self.max_steps = max_steps
         self.render_mode = render_mode
+
+    def _set_observation_space(self, vector: spaces.Dict, text: spaces.Text) -> None:
+        """Sets ``observation_space`` for ``obs_mode``: the Dict, the Text, or both."""
+        if self.obs_mode == "vector":
+            self.observation_space: spaces.Space[Any] = vector
+        elif self.obs_mode == "text":
+            self.observation_space = text
+        else:
+            self.observation_space = spaces.Dict({**vector.spaces, "text": text})
 
 
 class TrackedEnv(SuiteEnv, Generic[S]):

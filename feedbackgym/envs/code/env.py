@@ -201,12 +201,7 @@ class CodeFixEnv(TrackedEnv[CodeState]):
             }
         )
         text = spaces.Text(max_length=MAX_TEXT_LENGTH, min_length=1, charset=CHARSET)
-        if obs_mode == "vector":
-            self.observation_space: spaces.Space[Any] = vector
-        elif obs_mode == "text":
-            self.observation_space = text
-        else:
-            self.observation_space = spaces.Dict({**vector.spaces, "text": text})
+        self._set_observation_space(vector, text)
 
     # --- Gymnasium API ---------------------------------------------------------------------
 

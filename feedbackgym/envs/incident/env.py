@@ -188,12 +188,7 @@ class IncidentEnv(SimulatorEnv[IncidentState]):
             }
         )
         text = spaces.Text(max_length=MAX_TEXT_LENGTH, min_length=1, charset=CHARSET)
-        if obs_mode == "vector":
-            self.observation_space: spaces.Space[Any] = vector
-        elif obs_mode == "text":
-            self.observation_space = text
-        else:
-            self.observation_space = spaces.Dict({**vector.spaces, "text": text})
+        self._set_observation_space(vector, text)
         self._actions_taken = np.zeros(len(self._table), np.int8)
         self._meanings: tuple[str, ...] = meanings(self._table, ())
         self._by_meaning: dict[str, int] = {}
