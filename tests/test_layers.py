@@ -34,6 +34,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "datasets": ("feedbackgym.datasets",),
     "wrappers": ("feedbackgym.experts", "feedbackgym.rollout", "feedbackgym.wrappers"),
     "language": ("feedbackgym.language",),
+    "serving": ("feedbackgym.serving",),
     "training.workers": ("feedbackgym.training.workers",),
     "training.common": ("feedbackgym.training.common",),
     "training.trainers": (

@@ -13,6 +13,7 @@ Usage::
     feedbackgym sft --env ID [--demos N | --chats FILE] [--model packaged|PATH] [--out DIR]
     feedbackgym versions RUN_DIR [--promote N | --canary N --share S | --rollback [N]]
     feedbackgym serve-feedback [--address tcp://127.0.0.1:5557]
+    feedbackgym serve-env --env ID [--arm ARM] [--max-sessions N] [--idle-timeout S] [--port 8000]
     feedbackgym agent --env ID [--model-file PATH | --base-url URL [--model NAME]] [--episodes N]
         [--feedback builtin|llm]
     feedbackgym serve-model [--model-file PATH] [--host 127.0.0.1] [--port 8000]
@@ -47,6 +48,7 @@ from feedbackgym.cli import (
     play,
     report,
     sandbox,
+    serve_env,
     serve_feedback,
     train,
 )
@@ -66,6 +68,7 @@ COMMANDS = (
     sft,
     versions,
     serve_feedback,
+    serve_env,
     agent,
     serve_model,
     sandbox,

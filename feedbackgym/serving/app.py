@@ -1,0 +1,92 @@
+"""The ``serve-env`` app: OpenEnv's own server over :class:`~.session.FeedbackSession`.
+
+:func:`create_env_app` builds the FastAPI app with ``openenv``'s
+``create_app`` (its WebSocket protocol, error codes, session limit and idle
+reaper), in OpenEnv's production mode: OpenEnv's HTTP ``/reset`` and ``/step``
+make a fresh env per request, which fits no episode, so episodes are played
+over ``/ws`` only. Routes: ``/ws``, ``/health``, ``/schema``, ``/metadata``
+(OpenEnv's) and ``/sessions`` (ours: the envs open now). :func:`serve` runs
+it with uvicorn until SIGTERM or Ctrl-C; every session's env is closed on
+the way out.
+"""
+
+from __future__ import annotations
+
+import functools
+import socket
+import sys
+from typing import Any
+
+from feedbackgym.errors import DependencyNotInstalled
+from feedbackgym.serving.session import FeedbackSession, SessionBook
+from feedbackgym.serving.settings import ServeSettings
+from feedbackgym.serving.wire import FeedbackAction, FeedbackObservation, FeedbackSessionState
+
+try:
+    import uvicorn
+    from fastapi import FastAPI
+    from openenv.core.env_server import create_app
+    from openenv.core.env_server.types import ConcurrencyConfig, ServerMode
+except ImportError as error:
+    raise DependencyNotInstalled.for_extra(error.name or "openenv", "server") from error
+
+__all__ = ["create_env_app", "serve"]
+
+
+def create_env_app(settings: ServeSettings) -> FastAPI:
+    """The app that serves ``settings``' env, one env and its feedback per WebSocket session.
+
+    Example:
+        >>> from fastapi.testclient import TestClient
+        >>> app = create_env_app(ServeSettings("feedbackgym/OpsIncidentEasy-v1"))
+        >>> TestClient(app).get("/schema").json()["action"]["required"]
+        ['action']
+    """
+    book = SessionBook()
+    app = create_app(
+        functools.partial(FeedbackSession, settings, book),
+        FeedbackAction,
+        FeedbackObservation,
+        env_name=settings.env_id.rsplit("/", 1)[-1],
+        concurrency_config=ConcurrencyConfig(
+            max_concurrent_envs=settings.max_sessions, session_timeout=settings.idle_timeout_s
+        ),
+        state_cls=FeedbackSessionState,
+        mode=ServerMode.PRODUCTION,
+    )
+
+    @app.get("/sessions", tags=["Health"], summary="Envs open now")
+    def sessions() -> dict[str, Any]:
+        """The sessions whose env is open, the most allowed, and envs made since the start."""
+        return {"open": book.open, "max_sessions": settings.max_sessions, "started": book.started}
+
+    return app
+
+
+def serve(settings: ServeSettings, *, host: str = "127.0.0.1", port: int = 8000) -> None:
+    """Serves ``settings`` on ``host:port`` (port 0: a free one) until SIGTERM or Ctrl-C.
+
+    Prints ``listening on http://HOST:PORT`` once connections are accepted.
+    """
+    app = create_env_app(settings)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    bound = sock.getsockname()[1]
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        ws_ping_interval=20.0,
+        ws_ping_timeout=20.0,
+        backlog=2048,
+        timeout_graceful_shutdown=10,
+    )
+    server = uvicorn.Server(config)
+    print(f"listening on http://{host}:{bound}", flush=True)
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+        sys.stdout.flush()

@@ -1,0 +1,334 @@
+"""One WebSocket session's env: the arm's feedback stack behind OpenEnv's ``Environment``.
+
+OpenEnv's server makes one :class:`FeedbackSession` per WebSocket session (and
+short-lived ones for ``/metadata``), calls ``reset``/``step`` in the session's
+own thread, and ``close`` when the client leaves, the session idles past the
+timeout, or the server stops. The gym env (a browser, a container) is made at
+the first ``reset``, so a session that never plays, or a ``/metadata`` call,
+starts nothing.
+
+The session's feedback is driven by its own
+:class:`~feedbackgym.control.FeedbackController` (the arm's schedule, one
+round every ``round_episodes`` finished episodes, each round's trend
+reported), until a trainer sends a feedback state with ``reset``
+(``{"type": "reset", "data": {"seed": 3, "feedback_state": {...}}}``): from
+then on the trainer's states apply and the session's controller stops.
+
+Example:
+    >>> from feedbackgym.serving.settings import ServeSettings
+    >>> session = FeedbackSession(ServeSettings("feedbackgym/OpsIncidentEasy-v1"))
+    >>> first = session.reset(seed=0)
+    >>> first.done, first.actions[-1]
+    (False, 'declare resolved')
+    >>> session.step(FeedbackAction(action="wait")).info["action"]
+    'wait'
+    >>> session.close()
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import gymnasium as gym
+from pydantic import ValidationError
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+from feedbackgym.control import FeedbackController
+from feedbackgym.errors import FeedbackGymError, InvalidAction
+from feedbackgym.language.episode_chat import action_choices
+from feedbackgym.protocol import FEEDBACK, IS_SUCCESS, SET_FEEDBACK_STATE, FeedbackState, call_envs
+from feedbackgym.serving.settings import ServeSettings
+from feedbackgym.serving.wire import (
+    FeedbackAction,
+    FeedbackObservation,
+    FeedbackSessionState,
+    FeedbackStateFields,
+)
+
+try:
+    from openenv.core.env_server.interfaces import Environment
+    from openenv.core.env_server.types import EnvironmentMetadata
+except ImportError as error:  # pragma: no cover - wire.py raises first
+    from feedbackgym.errors import DependencyNotInstalled
+
+    raise DependencyNotInstalled.for_extra("openenv", "server") from error
+
+__all__ = ["FeedbackSession", "SessionBook", "SessionError", "invalid_action"]
+
+
+class SessionError(FeedbackGymError, RuntimeError):
+    """A message the session cannot take now (no episode, the episode is over, closed)."""
+
+
+class SessionBook:
+    """Counts a server's sessions whose env is open (what ``/sessions`` reports).
+
+    Example:
+        >>> book = SessionBook()
+        >>> book.opened(), book.closed(), book.open
+        (1, 0, 0)
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.open = 0
+        self.started = 0
+
+    def opened(self) -> int:
+        """Notes an env made; returns the envs open now."""
+        with self._lock:
+            self.open += 1
+            self.started += 1
+            return self.open
+
+    def closed(self) -> int:
+        """Notes an env closed; returns the envs open now."""
+        with self._lock:
+            self.open -= 1
+            return self.open
+
+
+def invalid_action(text: str, reason: str, choices: tuple[str, ...]) -> ValidationError:
+    """The validation error of an action text that names no action: it lists the choices.
+
+    OpenEnv answers a ``ValidationError`` raised by a step with ``VALIDATION_ERROR``
+    (its ``errors`` as they are here) and keeps the session.
+
+    Example:
+        >>> error = invalid_action("reboot", "not an action", ("wait", "escalate"))
+        >>> error.errors()[0]["msg"]
+        "'reboot' is not an action of this episode (not an action); valid: wait, escalate"
+    """
+    message = f"{text!r} is not an action of this episode ({reason}); valid: " + ", ".join(choices)
+    detail = InitErrorDetails(
+        type=PydanticCustomError("invalid_action", message.replace("{", "{{").replace("}", "}}")),
+        loc=("action",),
+        input=text,
+    )
+    return ValidationError.from_exception_data("FeedbackAction", [detail])
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with numpy scalars and arrays as Python numbers and lists, the rest as text.
+
+    Example:
+        >>> import numpy as np
+        >>> json_safe({"a": np.float32(0.5), "b": (1, np.arange(2)), "c": None})
+        {'a': 0.5, 'b': [1, [0, 1]], 'c': None}
+    """
+    return json.loads(json.dumps(value, default=_plain))
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=str)
+    return str(value)
+
+
+class FeedbackSession(Environment[FeedbackAction, FeedbackObservation, FeedbackSessionState]):
+    """One session: the env with the arm's feedback stack, over OpenEnv's ``Environment``.
+
+    Args:
+        settings: What the server serves.
+        book: Where the server counts open envs (``None``: not counted).
+    """
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self, settings: ServeSettings, book: SessionBook | None = None) -> None:
+        super().__init__()
+        self.settings = settings
+        self._book = book
+        self._env: gym.Env[Any, Any] | None = None
+        self._controller: FeedbackController | None = None
+        self._trainer_state: FeedbackState | None = None
+        self._closed = False
+        self._done = True
+        self._seed: int | None = None
+        self._episode_id: str | None = None
+        self._steps = 0
+        self._return = 0.0
+        self._episodes = 0
+        self._round_trend: list[tuple[float, bool]] = []
+        self._reviews: list[dict[str, Any]] = []
+        self._last_review = ""
+
+    def reset(
+        self,
+        seed: int | None = None,
+        episode_id: str | None = None,
+        feedback_state: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> FeedbackObservation:
+        """Starts an episode; ``feedback_state`` hands the session's feedback to the trainer.
+
+        Raises:
+            SessionError: Unknown reset arguments, or the session is closed.
+            ValidationError: A malformed ``feedback_state``.
+        """
+        if kwargs:
+            raise SessionError(
+                f"unknown reset arguments {sorted(kwargs)}: reset takes seed, episode_id "
+                "and feedback_state"
+            )
+        env = self._live_env()
+        if feedback_state is not None:
+            fields = FeedbackStateFields.model_validate(dict(feedback_state))
+            self._trainer_state = FeedbackState(**fields.model_dump())
+            call_envs(env, SET_FEEDBACK_STATE, self._trainer_state)
+        obs, info = env.reset(seed=seed)
+        self._seed, self._episode_id = seed, episode_id
+        self._steps, self._return, self._done = 0, 0.0, False
+        review, self._last_review = self._last_review, ""
+        return self._observation(env, obs, info, reward=None, done=False, review=review)
+
+    def step(
+        self, action: FeedbackAction, timeout_s: float | None = None, **kwargs: Any
+    ) -> FeedbackObservation:
+        """Takes one action of the episode in progress.
+
+        Raises:
+            ValidationError: The text names no action of the episode (the
+                message lists the valid ones).
+            SessionError: No episode in progress, or the session is closed.
+        """
+        env = self._live_env()
+        if self._done:
+            raise SessionError("no episode in progress: send reset first")
+        try:
+            unwrapped: Any = env.unwrapped
+            index = unwrapped.parse_action(action.action)
+            obs, reward, terminated, truncated, info = env.step(index)
+        except InvalidAction as error:
+            raise invalid_action(action.action, str(error), action_choices(env)) from None
+        self._steps += 1
+        self._return += float(reward)
+        done = bool(terminated or truncated)
+        if done:
+            self._episode_ended(bool(info.get(IS_SUCCESS, False)))
+        return self._observation(env, obs, info, reward=float(reward), done=done, review="")
+
+    @property
+    def state(self) -> FeedbackSessionState:
+        """The episode, the feedback state in force and the reviews so far."""
+        feedback = self._feedback_state()
+        return FeedbackSessionState(
+            episode_id=self._episode_id,
+            step_count=self._steps,
+            seed=self._seed,
+            episodes=self._episodes,
+            phase=feedback.phase if feedback else "",
+            guide_weight=feedback.guide_weight if feedback else 0.0,
+            review_weight=feedback.review_weight if feedback else 0.0,
+            round=feedback.round if feedback else 0,
+            driven_by="trainer" if self._trainer_state is not None else "server",
+            reviews=list(self._reviews),
+        )
+
+    def get_metadata(self) -> EnvironmentMetadata:
+        """The env's id, arm and hint level, and its docstring as the README."""
+        settings = self.settings
+        spec = gym.spec(settings.env_id)
+        readme = None
+        if isinstance(spec.entry_point, str):
+            readme = gym.envs.registration.load_env_creator(spec.entry_point).__doc__
+        return EnvironmentMetadata(
+            name=settings.env_id,
+            description=(
+                f"{settings.env_id} (text actions) with the {settings.arm} arm's feedback at "
+                f"the {settings.level} hint level: hint and review are observation fields"
+            ),
+            readme_content=readme,
+            version=spec.id.rsplit("-", 1)[-1],
+            author="feedbackgym",
+        )
+
+    def close(self) -> None:
+        """Closes the env and whatever it started (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        env, self._env = self._env, None
+        if env is not None:
+            try:
+                env.close()
+            finally:
+                if self._book is not None:
+                    self._book.closed()
+
+    def _live_env(self) -> gym.Env[Any, Any]:
+        """The session's env, made on first use.
+
+        Raises:
+            SessionError: The session was closed (idle timeout, server stopping).
+        """
+        if self._closed:
+            raise SessionError(
+                "this session is closed (idle past the server's --idle-timeout, or the server "
+                "is stopping): open a new WebSocket session"
+            )
+        if self._env is None:
+            config = self.settings.feedback_config()
+            self._env = self.settings.make_env(config)
+            self._controller = FeedbackController(config)
+            self._controller.attach(self._env)
+            if self._book is not None:
+                self._book.opened()
+        return self._env
+
+    def _feedback_state(self) -> FeedbackState | None:
+        if self._trainer_state is not None:
+            return self._trainer_state
+        return self._controller.state if self._controller is not None else None
+
+    def _episode_ended(self, success: bool) -> None:
+        """Counts a finished episode; every ``round_episodes`` its own controller's round."""
+        self._done = True
+        self._episodes += 1
+        self._round_trend.append((self._return, success))
+        controller = self._controller
+        if self._trainer_state is not None or controller is None:
+            return
+        if len(self._round_trend) >= self.settings.round_episodes:
+            returns = [r for r, _ in self._round_trend]
+            controller.update(
+                controller.round + 1,
+                mean_return=sum(returns) / len(returns),
+                success=sum(s for _, s in self._round_trend) / len(returns),
+            )
+            self._round_trend = []
+
+    def _observation(
+        self,
+        env: gym.Env[Any, Any],
+        obs: Any,
+        info: Mapping[str, Any],
+        *,
+        reward: float | None,
+        done: bool,
+        review: str,
+    ) -> FeedbackObservation:
+        feedback = info.get(FEEDBACK, {})
+        hint = feedback.get("guide") or {}
+        arrived = feedback.get("review") or {}
+        if arrived:
+            self._reviews.append(json_safe(dict(arrived)))
+            review = str(arrived.get("text", ""))
+            self._last_review = review
+        text = obs if isinstance(obs, str) else str(obs["text"])
+        return FeedbackObservation(
+            text=text,
+            actions=[] if done else list(action_choices(env)),
+            hint=str(hint.get("text", "")),
+            review=review,
+            info=json_safe({key: value for key, value in info.items() if key != FEEDBACK}),
+            reward=reward,
+            done=done,
+        )
