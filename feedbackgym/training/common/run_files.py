@@ -10,6 +10,9 @@
     state.json           what --resume restores
     trajectories/        recorded episodes (a TrajectoryStore)
 
+:func:`prepare_run_dir` starts or resumes the directory of every trainer's run (PPO,
+SB3, GRPO, the warm-up), and :func:`tensorboard_dir` names its TensorBoard folder.
+
 Every write that a crash could cut in half goes through a temporary file and
 an atomic rename.
 """
@@ -18,18 +21,25 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
+from feedbackgym.errors import ConfigError
+
 __all__ = [
     "CURVE_FIELDS",
+    "SavedRunConfig",
     "append_curve",
+    "check_same_settings",
     "drop_curve_rows_after",
     "drop_old_checkpoints",
+    "prepare_run_dir",
     "read_curve",
     "read_state",
+    "tensorboard_dir",
     "write_state",
 ]
 
@@ -130,3 +140,158 @@ def drop_old_checkpoints(checkpoints: Path, keep: int, suffix: str) -> None:
         rounds = sorted(checkpoints.glob(f"round_*{suffix}"), key=lambda p: int(p.stem[6:]))
         for old in rounds[:-keep]:
             old.unlink()
+
+
+class SavedRunConfig(Protocol):
+    """A run's settings as its directory keeps them (``config.json``).
+
+    Attributes:
+        out_dir: The run directory.
+        resumable_changes: The settings a resumed run may change.
+        fresh_start: The files and folders of the directory a new run clears.
+    """
+
+    out_dir: str
+    resumable_changes: ClassVar[frozenset[str]]
+    fresh_start: ClassVar[tuple[str, ...]]
+
+    def to_json(self) -> str:
+        """The settings as JSON."""
+        ...
+
+    @classmethod
+    def from_json(cls, text: str) -> Any:
+        """Reads settings written by :meth:`to_json`."""
+        ...
+
+
+def prepare_run_dir(
+    config: SavedRunConfig, *, resume: bool, rounds: int | None = None
+) -> dict[str, Any]:
+    """Starts (or, with ``resume``, continues) the run directory; returns its state.
+
+    A new run (or one with no state saved yet) clears ``config.fresh_start``. A
+    resumed run keeps them, refuses settings other than the saved run's (beyond
+    ``config.resumable_changes``), and drops validations past its last saved round (a
+    crash between a validation and its round's state would list it twice; with no
+    round saved, every validation goes: the run validates again). Both write
+    ``config.json``.
+
+    Args:
+        config: The run's settings.
+        resume: Continue the run saved in the directory.
+        rounds: The run's length in rounds (``state.json``'s ``round`` counts them),
+            where it is known before the run starts; a resumed run that has trained
+            them all is left as it is.
+
+    Returns:
+        The saved state (``{}`` for a new run), or ``{"finished": True, "state":
+        ...}`` for a resumed run that has nothing left to do.
+
+    Raises:
+        ConfigError: An unfinished run resumed with other settings (each one named), or
+            its saved ``config.json`` cannot be read.
+
+    Example:
+        >>> import tempfile
+        >>> from feedbackgym.training.common.run_settings import RunConfig
+        >>> out = tempfile.mkdtemp()
+        >>> config = RunConfig(env_id="feedbackgym/OpsIncidentEasy-v1", arm="shaping",
+        ...                    seed=0, total_steps=4096, out_dir=out)
+        >>> prepare_run_dir(config, resume=False, rounds=config.rounds)
+        {}
+        >>> sorted(p.name for p in Path(out).iterdir())
+        ['config.json']
+    """
+    run_dir = Path(config.out_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    state = read_state(run_dir) if resume else {}
+    first_round = state.get("round", -1) + 1
+    if resume and rounds is not None and first_round >= rounds:
+        return {"finished": True, "state": state}
+    saved = run_dir / "config.json"
+    if state and saved.exists():
+        _check_resumable(config, saved)
+    if not state:
+        for name in config.fresh_start:
+            stale = run_dir / name
+            if stale.is_dir():
+                shutil.rmtree(stale)
+            else:
+                stale.unlink(missing_ok=True)
+    else:
+        drop_curve_rows_after(run_dir / "curve.csv", first_round if first_round else -1)
+    saved.write_text(config.to_json())
+    return state
+
+
+def _check_resumable(config: SavedRunConfig, saved_file: Path) -> None:
+    """Raises ConfigError naming each setting ``config`` changes from the saved run's.
+
+    The saved config is read with today's defaults, so a field added since it was
+    written is not a change.
+    """
+    try:
+        saved = json.loads(type(config).from_json(saved_file.read_text()).to_json())
+    except (ValueError, TypeError) as error:
+        raise ConfigError(
+            f"{saved_file}: cannot read the saved run's config to resume it: {error}"
+        ) from error
+    wanted = json.loads(config.to_json())
+    check_same_settings(saved, wanted, config.resumable_changes, config.out_dir)
+
+
+def check_same_settings(
+    saved: dict[str, Any], wanted: dict[str, Any], resumable: Any, out_dir: str
+) -> None:
+    """Raises ConfigError naming each setting ``wanted`` changes from ``saved``.
+
+    Args:
+        saved: The settings the run was started with (as JSON data).
+        wanted: The settings it is resumed with.
+        resumable: The names of the settings a resumed run may change.
+        out_dir: The run's directory, for the message.
+
+    Example:
+        >>> check_same_settings({"seed": 1}, {"seed": 1}, (), "runs/a")
+        >>> check_same_settings({"seed": 1}, {"seed": 2}, (), "runs/a")
+        Traceback (most recent call last):
+        ...
+        feedbackgym.errors.ConfigError: runs/a: resumed with other settings than the run \
+was started with (seed: 1 -> 2); resume with the same settings, or start it in a new directory
+    """
+    changed = [
+        f"{key}: {saved.get(key)!r} -> {wanted.get(key)!r}"
+        for key in sorted(saved.keys() | wanted.keys())
+        if key not in resumable and saved.get(key) != wanted.get(key)
+    ]
+    if changed:
+        raise ConfigError(
+            f"{out_dir}: resumed with other settings than the run was started with "
+            f"({'; '.join(changed)}); resume with the same settings, or start it in a new "
+            "directory"
+        )
+
+
+def tensorboard_dir(tb: Path, name: str, first_round: int) -> Path:
+    """A run's TensorBoard folder, numbered as SB3 numbers them.
+
+    A new run takes ``name_N+1`` after the highest ``name_N`` in ``tb``; a resumed
+    one (``first_round > 0``) goes on writing in ``name_N``.
+
+    Example:
+        >>> import tempfile
+        >>> tb = Path(tempfile.mkdtemp())
+        >>> tensorboard_dir(tb, "shaping_seed0", 0).name
+        'shaping_seed0_1'
+        >>> (tb / "shaping_seed0_1").mkdir()
+        >>> [tensorboard_dir(tb, "shaping_seed0", first).name for first in (3, 0)]
+        ['shaping_seed0_1', 'shaping_seed0_2']
+    """
+    taken = [
+        int(number)
+        for path in tb.glob(f"{name}_*")
+        if (number := path.name.rsplit("_", 1)[1]).isdigit()
+    ]
+    last = max(taken, default=0)
+    return tb / f"{name}_{last if first_round > 0 and last else last + 1}"

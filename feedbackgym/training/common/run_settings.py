@@ -1,7 +1,7 @@
 """One run of one arm: its settings and its directory.
 
-:class:`RunConfig` is what ``config.json`` holds; :func:`prepare_run_dir`
-starts or resumes a run directory (see :mod:`~.run_files`);
+:class:`RunConfig` is what ``config.json`` holds;
+:func:`~.run_files.prepare_run_dir` starts or resumes a run directory;
 :func:`feedbackgym.training.experiments.launch.train_run` hands a run to its trainer: SB3
 (:func:`~feedbackgym.training.sb3.run_sb3.train_sb3_run`) or the torch trainer
 (:func:`~feedbackgym.training.torch_ppo.run_torch.train_torch_run`).
@@ -10,16 +10,14 @@ starts or resumes a run directory (see :mod:`~.run_files`);
 from __future__ import annotations
 
 import json
-import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from feedbackgym.config import FeedbackConfig
-from feedbackgym.errors import ConfigError
 from feedbackgym.registration import evaluation_kwargs
 from feedbackgym.training.common.arms import ArmFeedback, checked_keep_checkpoints, rounds_for
-from feedbackgym.training.common.run_files import drop_curve_rows_after, read_state, write_state
+from feedbackgym.training.common.run_files import read_state, write_state
 from feedbackgym.training.common.trainer_names import DEFAULT_TRAINER, TRAINERS
 from feedbackgym.training.common.update_presets import DEFAULT_PRESET, UPDATE_PRESETS
 from feedbackgym.training.workers.env_groups import check_env_backend
@@ -31,12 +29,10 @@ __all__ = [
     "RESUMABLE_CHANGES",
     "TRAINERS",
     "RunConfig",
-    "check_same_settings",
     "close_run",
     "config_json",
     "in_worker_processes",
     "open_store",
-    "prepare_run_dir",
 ]
 
 _DEFAULT = UPDATE_PRESETS[DEFAULT_PRESET]
@@ -140,6 +136,8 @@ class RunConfig(ArmFeedback):
     seed: int
     total_steps: int
     out_dir: str
+    resumable_changes: ClassVar[frozenset[str]] = RESUMABLE_CHANGES
+    fresh_start: ClassVar[tuple[str, ...]] = ("curve.csv", "state.json", "checkpoints")
     n_envs: int = _DEFAULT.n_envs
     n_steps: int = _DEFAULT.n_steps
     n_epochs: int = _DEFAULT.n_epochs
@@ -214,87 +212,6 @@ def config_json(config: Any) -> str:
     data = asdict(config)
     data["feedback"] = config.feedback.model_dump(mode="json")
     return json.dumps(data, indent=2, sort_keys=True)
-
-
-def prepare_run_dir(config: RunConfig, *, resume: bool) -> dict[str, Any]:
-    """Starts (or, with ``resume``, continues) the run directory; returns its state.
-
-    A new run clears the directory's curve, state and checkpoints. A resumed
-    run keeps them and drops validations past its last saved round (a crash
-    between a validation and its round's state would list it twice); with no
-    round saved, a clone's validation goes too (the run clones and validates
-    again). Both write ``config.json``.
-
-    Returns:
-        The saved state (``{}`` for a new run), or ``{"finished": True, "state":
-        ...}`` for a resumed run that has nothing left to do (left as it was).
-
-    Raises:
-        ConfigError: An unfinished run resumed with settings other than the saved
-            run's (beyond :data:`RESUMABLE_CHANGES`); the message names each one.
-    """
-    run_dir = Path(config.out_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    state = read_state(run_dir) if resume else {}
-    first_round = state.get("round", -1) + 1
-    if resume and first_round >= config.rounds:
-        return {"finished": True, "state": state}
-    if state:
-        _check_resumable(config, run_dir / "config.json")
-    if not resume:
-        for stale in ("curve.csv", "state.json"):
-            (run_dir / stale).unlink(missing_ok=True)
-        shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
-    else:
-        # validations of rounds not trained yet go; with none trained, a clone's too (it is
-        # cloned and validated again)
-        drop_curve_rows_after(run_dir / "curve.csv", first_round if first_round else -1)
-    (run_dir / "config.json").write_text(config.to_json())
-    return state
-
-
-def _check_resumable(config: RunConfig, saved_file: Path) -> None:
-    """Raises ConfigError naming each setting ``config`` changes from the saved run's.
-
-    The saved config is read with today's defaults, so a field added since it was
-    written is not a change.
-    """
-    if not saved_file.exists():
-        return
-    try:
-        saved = json.loads(RunConfig.from_json(saved_file.read_text()).to_json())
-    except (ValueError, TypeError) as error:
-        raise ConfigError(
-            f"{saved_file}: cannot read the saved run's config to resume it: {error}"
-        ) from error
-    check_same_settings(saved, json.loads(config.to_json()), RESUMABLE_CHANGES, config.out_dir)
-
-
-def check_same_settings(
-    saved: dict[str, Any], wanted: dict[str, Any], resumable: Any, out_dir: str
-) -> None:
-    """Raises ConfigError naming each setting ``wanted`` changes from ``saved``.
-
-    Args:
-        saved: The settings the run was started with (as JSON data).
-        wanted: The settings it is resumed with.
-        resumable: The names of the settings a resumed run may change.
-        out_dir: The run's directory, for the message.
-
-    Example:
-        >>> check_same_settings({"seed": 1}, {"seed": 1}, (), "runs/a")
-    """
-    changed = [
-        f"{key}: {saved.get(key)!r} -> {wanted.get(key)!r}"
-        for key in sorted(saved.keys() | wanted.keys())
-        if key not in resumable and saved.get(key) != wanted.get(key)
-    ]
-    if changed:
-        raise ConfigError(
-            f"{out_dir}: resumed with other settings than the run was started with "
-            f"({'; '.join(changed)}); resume with the same settings, or start it in a new "
-            "directory"
-        )
 
 
 def in_worker_processes(config: RunConfig) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from feedbackgym.config import FeedbackConfig, merge_config
 from feedbackgym.language.episode_chat import check_turns
@@ -83,6 +83,14 @@ class LLMRunConfig(ArmFeedback):
     seed: int
     total_rounds: int
     out_dir: str
+    resumable_changes: ClassVar[frozenset[str]] = LLM_RESUMABLE_CHANGES
+    fresh_start: ClassVar[tuple[str, ...]] = (
+        "curve.csv",
+        "state.json",
+        "chats.jsonl",
+        "checkpoints",
+        "versions",
+    )
     model: str = "packaged"
     adapter: str | None = None
     groups: int = 2

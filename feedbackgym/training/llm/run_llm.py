@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -40,12 +39,8 @@ from feedbackgym.registration import evaluation_kwargs
 from feedbackgym.training.common.device import resolve_device
 from feedbackgym.training.common.feedback_metrics import feedback_metrics
 from feedbackgym.training.common.round_book import RoundBook
-from feedbackgym.training.common.run_files import (
-    append_curve,
-    drop_curve_rows_after,
-    read_state,
-)
-from feedbackgym.training.common.run_settings import check_same_settings, close_run
+from feedbackgym.training.common.run_files import append_curve, prepare_run_dir, tensorboard_dir
+from feedbackgym.training.common.run_settings import close_run
 from feedbackgym.training.common.system_metrics import SystemMonitor
 from feedbackgym.training.common.validation import Evaluation
 from feedbackgym.training.llm.action_choice import rollout_threads
@@ -63,7 +58,7 @@ from feedbackgym.training.llm.grpo_rollout import (
     episode_return_reward,
     seed_prompt,
 )
-from feedbackgym.training.llm.llm_settings import LLM_RESUMABLE_CHANGES, LLMRunConfig
+from feedbackgym.training.llm.llm_settings import LLMRunConfig
 from feedbackgym.wrappers.stack import make
 
 try:
@@ -73,41 +68,7 @@ try:
 except ImportError as error:
     raise DependencyNotInstalled.for_extra(error.name or "transformers", "llm-train") from error
 
-__all__ = ["AdapterRounds", "prepare_llm_run_dir", "tensorboard_dir", "train_llm_run"]
-
-
-def prepare_llm_run_dir(config: LLMRunConfig, *, resume: bool) -> dict[str, Any]:
-    """Starts (or, with ``resume``, continues) the run directory; returns its saved state.
-
-    As :func:`~feedbackgym.training.common.run_settings.prepare_run_dir`: a new
-    run clears the curve, state, checkpoints, versions and chats; a resumed
-    one keeps them, drops validations past its last saved round, and refuses
-    settings other than the saved run's (beyond :data:`LLM_RESUMABLE_CHANGES`).
-
-    Raises:
-        ConfigError: Resumed with other settings (each one named).
-    """
-    run_dir = Path(config.out_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    state = read_state(run_dir) if resume else {}
-    first_round = state.get("round", -1) + 1
-    if resume and first_round >= config.rounds:
-        return {"finished": True, "state": state}
-    saved = run_dir / "config.json"
-    if state and saved.exists():
-        before = json.loads(LLMRunConfig.from_json(saved.read_text()).to_json())
-        check_same_settings(
-            before, json.loads(config.to_json()), LLM_RESUMABLE_CHANGES, config.out_dir
-        )
-    if not resume:
-        for stale in ("curve.csv", "state.json", "chats.jsonl"):
-            (run_dir / stale).unlink(missing_ok=True)
-        for folder in ("checkpoints", "versions"):
-            shutil.rmtree(run_dir / folder, ignore_errors=True)
-    else:
-        drop_curve_rows_after(run_dir / "curve.csv", first_round)
-    saved.write_text(config.to_json())
-    return state
+__all__ = ["AdapterRounds", "train_llm_run"]
 
 
 class AdapterRounds(RoundBook):
@@ -327,13 +288,6 @@ class _Rounds(TrainerCallback):
                 file.write(json.dumps(record) + "\n")
 
 
-def tensorboard_dir(tb: Path, name: str, first_round: int) -> Path:
-    """SB3's TensorBoard folders: a new run takes ``name_N+1``, a resumed one ``name_N``."""
-    taken = [int(p.name.rsplit("_", 1)[1]) for p in tb.glob(f"{name}_*") if p.name[-1].isdigit()]
-    last = max(taken, default=0)
-    return tb / f"{name}_{last if first_round > 0 and last else last + 1}"
-
-
 def _grpo_args(config: LLMRunConfig, first_round: int, device: torch.device) -> Any:
     from trl import GRPOConfig
 
@@ -383,7 +337,7 @@ def train_llm_run(
     device = resolve_device(config.device)
     if device.type == "cpu":
         torch.set_num_threads(config.cpu_threads or os.cpu_count() or 1)
-    state = prepare_llm_run_dir(config, resume=resume)
+    state = prepare_run_dir(config, resume=resume, rounds=config.rounds)
     if state.get("finished"):
         return state["state"]
     first_round = state.get("round", -1) + 1

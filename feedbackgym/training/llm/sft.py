@@ -32,13 +32,12 @@ import json
 import math
 import os
 import random
-import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from feedbackgym.config import GuideConfig
 from feedbackgym.errors import DependencyNotInstalled
@@ -48,8 +47,13 @@ from feedbackgym.language.episode_chat import DEFAULT_TURNS, check_turns
 from feedbackgym.language.model_server import DEFAULT_CONTEXT
 from feedbackgym.language.prompt_window import PromptWindow
 from feedbackgym.training.common.device import resolve_device
-from feedbackgym.training.common.run_files import drop_old_checkpoints, read_state, write_state
-from feedbackgym.training.common.run_settings import check_same_settings
+from feedbackgym.training.common.run_files import (
+    drop_old_checkpoints,
+    prepare_run_dir,
+    read_state,
+    tensorboard_dir,
+    write_state,
+)
 from feedbackgym.training.common.system_metrics import SystemMonitor
 from feedbackgym.training.llm.causal_lm import (
     ChatModel,
@@ -58,7 +62,6 @@ from feedbackgym.training.llm.causal_lm import (
     load_adapter_state,
     load_chat_model,
 )
-from feedbackgym.training.llm.run_llm import tensorboard_dir
 from feedbackgym.training.llm.sft_data import (
     IGNORE,
     TokenizerCounter,
@@ -125,6 +128,8 @@ class SFTConfig:
 
     env_id: str
     out_dir: str
+    resumable_changes: ClassVar[frozenset[str]] = SFT_RESUMABLE_CHANGES
+    fresh_start: ClassVar[tuple[str, ...]] = ("state.json", "chats.jsonl", "checkpoints", "adapter")
     demos: int = 10
     chats: str | None = None
     seed: int = 0
@@ -204,30 +209,6 @@ def batch_loss(chat: ChatModel, batch: Sequence[TrainingSequence]) -> tuple[Any,
     return total, sum(len(s.input_ids) for s in batch)
 
 
-def _prepare(config: SFTConfig, *, resume: bool) -> dict[str, Any]:
-    """Starts (or continues) the run directory; returns its saved state.
-
-    Raises:
-        ConfigError: Resumed with other settings (each one named).
-    """
-    run_dir = Path(config.out_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    state = read_state(run_dir) if resume else {}
-    saved = run_dir / "config.json"
-    if state and saved.exists():
-        before = json.loads(SFTConfig.from_json(saved.read_text()).to_json())
-        check_same_settings(
-            before, json.loads(config.to_json()), SFT_RESUMABLE_CHANGES, config.out_dir
-        )
-    if not state:
-        for stale in ("state.json", "chats.jsonl"):
-            (run_dir / stale).unlink(missing_ok=True)
-        for folder in ("checkpoints", "adapter"):
-            shutil.rmtree(run_dir / folder, ignore_errors=True)
-    saved.write_text(config.to_json())
-    return state
-
-
 def _chats(config: SFTConfig, window: PromptWindow, path: Path) -> list[list[dict[str, str]]]:
     """The episodes to train on: ``chats.jsonl`` when the run has it, else made and written."""
     if path.exists():
@@ -291,7 +272,7 @@ def train_sft_run(
     device = resolve_device(config.device)
     if device.type == "cpu":
         torch.set_num_threads(config.cpu_threads or os.cpu_count() or 1)
-    state = _prepare(config, resume=resume)
+    state = prepare_run_dir(config, resume=resume)
     run_dir = Path(config.out_dir)
     torch.manual_seed(config.seed)
     chat = load_chat_model(

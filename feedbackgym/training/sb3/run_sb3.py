@@ -24,6 +24,7 @@ from feedbackgym.training.common.device import resolve_device
 from feedbackgym.training.common.round_book import RoundBook
 from feedbackgym.training.common.run_files import (
     CURVE_FIELDS,
+    prepare_run_dir,
     read_curve,
 )
 from feedbackgym.training.common.run_settings import (
@@ -32,7 +33,6 @@ from feedbackgym.training.common.run_settings import (
     close_run,
     in_worker_processes,
     open_store,
-    prepare_run_dir,
 )
 from feedbackgym.training.common.validation import Policy, validation_envs
 from feedbackgym.training.workers.env_groups import steps_slowly
@@ -174,7 +174,7 @@ def train_sb3_run(
         progress: Called with the timestep count after each round.
     """
     device = str(resolve_device(config.device))
-    state = prepare_run_dir(config, resume=resume)
+    state = prepare_run_dir(config, resume=resume, rounds=config.rounds)
     if state.get("finished"):
         return state["state"]
     first_round = state.get("round", -1) + 1

@@ -20,11 +20,11 @@ from feedbackgym.protocol import call_envs
 from feedbackgym.training.common.device import resolve_device
 from feedbackgym.training.common.feedback_metrics import feedback_metrics
 from feedbackgym.training.common.round_book import RoundBook
+from feedbackgym.training.common.run_files import prepare_run_dir, tensorboard_dir
 from feedbackgym.training.common.run_settings import (
     RunConfig,
     close_run,
     open_store,
-    prepare_run_dir,
 )
 from feedbackgym.training.common.system_metrics import SystemMonitor
 from feedbackgym.training.common.validation import validation_envs
@@ -102,7 +102,7 @@ def train_torch_run(
     """
     ppo = ppo_config(config)
     device = resolve_device(config.device)
-    state = prepare_run_dir(config, resume=resume)
+    state = prepare_run_dir(config, resume=resume, rounds=config.rounds)
     if state.get("finished"):
         return state["state"]
     first_round = state.get("round", -1) + 1
@@ -134,23 +134,12 @@ def train_torch_run(
         if first_round == 0 or pending is not None:
             controller.update(first_round, **(pending or {}))
         writer = SummaryWriter(
-            str(_tb_dir(run_dir / "tb", f"{config.arm}_seed{config.seed}", first_round))
+            str(tensorboard_dir(run_dir / "tb", f"{config.arm}_seed{config.seed}", first_round))
         )
         _train_rounds(config, ppo, learner, controller, book, writer, first_round, device)
     finally:
         closed = close_run(config, controller, [learner, envs, *eval_envs, writer], store)
     return closed
-
-
-def _tb_dir(tb: Path, name: str, first_round: int) -> Path:
-    """SB3's TensorBoard folders: a new run takes ``name_N+1``, a resumed one ``name_N``."""
-    taken = [
-        int(p.name.rsplit("_", 1)[1])
-        for p in tb.glob(f"{name}_*")
-        if p.name.rsplit("_", 1)[1].isdigit()
-    ]
-    last = max(taken, default=0)
-    return tb / f"{name}_{last if first_round > 0 and last else last + 1}"
 
 
 def _train_rounds(
