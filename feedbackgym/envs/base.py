@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import string
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 import gymnasium as gym
@@ -10,9 +12,10 @@ import numpy as np
 from gymnasium import spaces
 
 from feedbackgym.core import Subgoal, SubgoalTracker
-from feedbackgym.errors import FeedbackGymError
+from feedbackgym.errors import FeedbackGymError, InvalidAction
 
 __all__ = [
+    "CHARSET",
     "DEFAULT_VALIDATION_SEEDS",
     "OBS_MODES",
     "TRAIN_SEED_LIMIT",
@@ -20,11 +23,16 @@ __all__ = [
     "SimulatorEnv",
     "SuiteEnv",
     "TrackedEnv",
+    "index_or_text",
+    "text_space",
     "validation_seed_blocks",
 ]
 
 OBS_MODES: tuple[str, ...] = ("vector", "text", "both")
 """Observation modes: a Dict of arrays, the text, or both (the Dict with a ``text`` key)."""
+
+CHARSET: str = string.ascii_letters + string.digits + string.punctuation + " \n"
+"""Every character a suite env's text observation may hold (its console prints no other)."""
 
 VALIDATION_SEED_START = 10_000_000
 """Every validation seed is at least this; training seeds stay below."""
@@ -51,6 +59,74 @@ def validation_seed_blocks(difficulties: tuple[str, ...]) -> dict[str, tuple[int
 
 DEFAULT_VALIDATION_SEEDS: tuple[int, ...] = validation_seed_blocks(("default",))["default"]
 """The held-out seeds of an env without difficulties: the first block."""
+
+
+def text_space(max_length: int) -> spaces.Text:
+    """The ``Text`` space of a suite env's console: 1 to ``max_length`` :data:`CHARSET` characters.
+
+    Example:
+        >>> space = text_space(80)
+        >>> space.max_length, "Alerts: none" in space, "" in space
+        (80, True, False)
+    """
+    return spaces.Text(max_length=max_length, min_length=1, charset=CHARSET)
+
+
+def index_or_text(
+    action: Any,
+    n: int,
+    choices: Callable[[], str] | None = None,
+    *,
+    also: tuple[type, ...] = (),
+) -> Any:
+    """What every suite's action parser checks first: an index stays in ``Discrete(n)``.
+
+    A 0-d array stands for its item. An integer (Python or numpy, not a
+    boolean) comes back as a Python ``int`` when it is in ``range(n)``; text,
+    or a value of a type in ``also``, comes back as it is, for the suite to
+    parse.
+
+    Args:
+        action: What the agent passed to ``step``.
+        n: The size of the ``Discrete`` action space.
+        choices: Says the valid choices for the error messages (``None``: they
+            name none).
+        also: Types the suite accepts besides integers and text.
+
+    Returns:
+        The index as an ``int``, or ``action`` itself when it is not an integer.
+
+    Raises:
+        InvalidAction: An integer outside ``range(n)``, a boolean, or a value
+            that is neither an integer, text nor one of ``also``.
+
+    Example:
+        >>> import numpy as np
+        >>> index_or_text(np.array(3), 5), index_or_text("wait", 5)
+        (3, 'wait')
+        >>> index_or_text(7, 5, lambda: "valid: an index 0..4")
+        Traceback (most recent call last):
+        ...
+        feedbackgym.errors.InvalidAction: action 7 is outside Discrete(5); valid: an index 0..4
+    """
+    if isinstance(action, np.ndarray) and action.shape == ():
+        action = action.item()
+    if isinstance(action, (bool, np.bool_)) or not isinstance(
+        action, (int, np.integer, str, *also)
+    ):
+        raise InvalidAction(
+            f"action must be an integer or text, got {type(action).__name__} {action!r}"
+            + _said(choices)
+        )
+    if isinstance(action, (int, np.integer)):
+        if not 0 <= action < n:
+            raise InvalidAction(f"action {int(action)} is outside Discrete({n})" + _said(choices))
+        return int(action)
+    return action
+
+
+def _said(choices: Callable[[], str] | None) -> str:
+    return "" if choices is None else f"; {choices()}"
 
 
 class SuiteEnv(gym.Env[Any, int]):
@@ -90,7 +166,12 @@ class SuiteEnv(gym.Env[Any, int]):
         self.render_mode = render_mode
 
     def _set_observation_space(self, vector: spaces.Dict, text: spaces.Text) -> None:
-        """Sets ``observation_space`` for ``obs_mode``: the Dict, the Text, or both."""
+        """Sets ``observation_space`` for ``obs_mode``: the Dict, the Text, or both.
+
+        Args:
+            vector: The ``vector`` mode's space.
+            text: The ``text`` mode's space (:func:`text_space`).
+        """
         if self.obs_mode == "vector":
             self.observation_space: spaces.Space[Any] = vector
         elif self.obs_mode == "text":

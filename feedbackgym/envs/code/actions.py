@@ -29,8 +29,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
+from feedbackgym.envs.base import index_or_text
 from feedbackgym.envs.code.generator import MAX_FILES, MAX_LINES, MAX_TESTS, N_EDITS
 from feedbackgym.envs.code.project import Project
 from feedbackgym.errors import InvalidAction
@@ -145,7 +144,7 @@ def meanings(project: Project | None) -> tuple[str, ...]:
 def _valid_choices(project: Project | None) -> str:
     files = ", ".join(project.file_names) if project else "FILE"
     return (
-        "'list files', 'run all tests', 'run test NAME', "
+        "valid: 'list files', 'run all tests', 'run test NAME', "
         f"'view FILE [LINE]' (FILE one of {files}), 'apply edit 0..{N_EDITS - 1}', "
         "'edit FILE LINE \"new line\"', 'revert', 'submit', "
         f"or an index 0..{N_ACTIONS - 1}"
@@ -171,22 +170,9 @@ def parse_action(action: Any, project: Project | None, lines: dict[str, int]) ->
         InvalidAction: Out of range, unparsable, or an edit of a file or line
             that does not exist. The message lists the valid choices.
     """
-    if isinstance(action, np.ndarray) and action.shape == ():
-        action = action.item()
-    if isinstance(action, (bool, np.bool_)) or not isinstance(
-        action, (int, np.integer, str, FreeEdit)
-    ):
-        raise InvalidAction(
-            f"action must be an integer or text, got {type(action).__name__} {action!r}; "
-            f"valid: {_valid_choices(project)}"
-        )
-    if isinstance(action, (int, np.integer)):
-        index = int(action)
-        if not 0 <= index < N_ACTIONS:
-            raise InvalidAction(
-                f"action {index} is outside Discrete({N_ACTIONS}); valid: {_valid_choices(project)}"
-            )
-        return index
+    action = index_or_text(action, N_ACTIONS, lambda: _valid_choices(project), also=(FreeEdit,))
+    if isinstance(action, int):
+        return action
     if isinstance(action, FreeEdit):
         return _free_edit(action, project, lines)
     return _parse_text(action, project, lines)
@@ -212,7 +198,7 @@ def _parse_text(text: str, project: Project | None, lines: dict[str, int]) -> in
     found = _shorthand(words, project)
     if found is not None:
         return found
-    raise InvalidAction(f"cannot parse action {text!r}; valid: {_valid_choices(project)}")
+    raise InvalidAction(f"cannot parse action {text!r}; {_valid_choices(project)}")
 
 
 def _shorthand(words: str, project: Project | None) -> int | None:

@@ -8,7 +8,7 @@ import numpy as np
 from gymnasium import spaces
 
 from feedbackgym.core import SubgoalTracker
-from feedbackgym.envs.base import OBS_MODES, TrackedEnv, validation_seed_blocks
+from feedbackgym.envs.base import OBS_MODES, TrackedEnv, text_space, validation_seed_blocks
 from feedbackgym.envs.code.actions import (
     EDIT,
     KINDS,
@@ -38,7 +38,6 @@ from feedbackgym.envs.code.sandbox import (
 from feedbackgym.envs.code.state import CodeState
 from feedbackgym.envs.code.subgoals import build_subgoals
 from feedbackgym.envs.code.text import (
-    CHARSET,
     MAX_TEXT_LENGTH,
     render_listing,
     render_report,
@@ -200,8 +199,7 @@ class CodeFixEnv(TrackedEnv[CodeState]):
                 "time": spaces.Box(0.0, 1.0, (1,), np.float32),
             }
         )
-        text = spaces.Text(max_length=MAX_TEXT_LENGTH, min_length=1, charset=CHARSET)
-        self._set_observation_space(vector, text)
+        self._set_observation_space(vector, text_space(MAX_TEXT_LENGTH))
 
     # --- Gymnasium API ---------------------------------------------------------------------
 

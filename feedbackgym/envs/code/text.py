@@ -8,9 +8,9 @@ under test printed.
 
 from __future__ import annotations
 
-import string
 from collections.abc import Iterable
 
+from feedbackgym.envs.base import CHARSET
 from feedbackgym.envs.code.actions import WINDOW
 from feedbackgym.envs.code.sandbox.protocol import RunReport
 from feedbackgym.envs.code.state import CodeState
@@ -24,9 +24,6 @@ __all__ = [
     "render_text",
     "render_window",
 ]
-
-CHARSET: str = string.ascii_letters + string.digits + string.punctuation + " \n"
-"""Every character the console prints."""
 
 MAX_TEXT_LENGTH = 8192
 """Longest text observation."""

@@ -22,8 +22,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import numpy as np
-
+from feedbackgym.envs.base import index_or_text
 from feedbackgym.envs.incident.catalog import GLOBAL_KINDS, SERVICE_KINDS
 from feedbackgym.errors import InvalidAction
 
@@ -67,24 +66,17 @@ def parse_action(action: Any, by_meaning: dict[str, int], size: int, names: tupl
     Raises:
         InvalidAction: Out of range, a service the episode lacks, or another type.
     """
-    if isinstance(action, np.ndarray) and action.shape == ():
-        action = action.item()
-    if isinstance(action, (bool, np.bool_)):
-        raise InvalidAction(f"action must be an integer or text, got {action!r}")
-    if isinstance(action, (int, np.integer)):
-        if not 0 <= int(action) < size:
-            raise InvalidAction(f"action {int(action)} is outside Discrete({size})")
-        return int(action)
-    if isinstance(action, str):
-        text = normalise(action)
-        if text.isdecimal():
-            return parse_action(int(text), by_meaning, size, names)
-        if text in by_meaning:
-            return by_meaning[text]
-        kinds = "|".join(k.replace("_", " ") for k in SERVICE_KINDS)
-        raise InvalidAction(
-            f"cannot parse action {action!r}; valid: '<{kinds}> <service>' with service one of "
-            f"{', '.join(names)}; or one of "
-            f"{', '.join(k.replace('_', ' ') for k in GLOBAL_KINDS)}; or an index 0..{size - 1}"
-        )
-    raise InvalidAction(f"action must be an integer or text, got {type(action).__name__}")
+    action = index_or_text(action, size)
+    if isinstance(action, int):
+        return action
+    text = normalise(action)
+    if text.isdecimal():
+        return parse_action(int(text), by_meaning, size, names)
+    if text in by_meaning:
+        return by_meaning[text]
+    kinds = "|".join(k.replace("_", " ") for k in SERVICE_KINDS)
+    raise InvalidAction(
+        f"cannot parse action {action!r}; valid: '<{kinds}> <service>' with service one of "
+        f"{', '.join(names)}; or one of "
+        f"{', '.join(k.replace('_', ' ') for k in GLOBAL_KINDS)}; or an index 0..{size - 1}"
+    )

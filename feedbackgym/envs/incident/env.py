@@ -8,7 +8,7 @@ import numpy as np
 from gymnasium import spaces
 
 from feedbackgym.core import SubgoalTracker
-from feedbackgym.envs.base import SimulatorEnv, validation_seed_blocks
+from feedbackgym.envs.base import SimulatorEnv, text_space, validation_seed_blocks
 from feedbackgym.envs.incident.actions import action_table, meanings, normalise, parse_action
 from feedbackgym.envs.incident.catalog import LOG_SIGNALS, METRICS, ROLES, SLOT_ROLES
 from feedbackgym.envs.incident.dynamics import NO_EFFECT, RESULTS, advance, apply_action
@@ -23,8 +23,8 @@ from feedbackgym.envs.incident.scenario import (
     draw_incident,
 )
 from feedbackgym.envs.incident.subgoals import SUBGOAL_KINDS, build_subgoals
-from feedbackgym.envs.incident.text import CHARSET, MAX_TEXT_LENGTH, render_text
-from feedbackgym.envs.ops.env import incident_info
+from feedbackgym.envs.incident.text import MAX_TEXT_LENGTH, render_text
+from feedbackgym.envs.ops.env import incident_info, settle_step
 from feedbackgym.errors import FeedbackGymError
 from feedbackgym.protocol import INCIDENT
 
@@ -187,8 +187,7 @@ class IncidentEnv(SimulatorEnv[IncidentState]):
                 "last_result": spaces.Discrete(len(RESULTS)),
             }
         )
-        text = spaces.Text(max_length=MAX_TEXT_LENGTH, min_length=1, charset=CHARSET)
-        self._set_observation_space(vector, text)
+        self._set_observation_space(vector, text_space(MAX_TEXT_LENGTH))
         self._actions_taken = np.zeros(len(self._table), np.int8)
         self._meanings: tuple[str, ...] = meanings(self._table, ())
         self._by_meaning: dict[str, int] = {}
@@ -230,11 +229,7 @@ class IncidentEnv(SimulatorEnv[IncidentState]):
         if not state.declared and state.outcome == "in_progress":
             advance(state)
         state.symptoms_seen |= set(state.active_alerts())
-        progress = tracker.update(state)
-        if state.declared:
-            state.outcome = "resolved" if progress["declare_resolved"] else "wrong_declaration"
-        reward = 1.0 if state.outcome == "resolved" else 0.0
-        terminated = state.outcome != "in_progress"
+        progress, reward, terminated = settle_step(state, tracker)
         truncated = not terminated and state.step >= self.step_limit
         return self._observation(), reward, terminated, truncated, self._info(progress)
 

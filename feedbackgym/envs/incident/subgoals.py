@@ -21,6 +21,7 @@ from functools import partial
 
 from feedbackgym.core import Subgoal
 from feedbackgym.envs.incident.scenario import IncidentFault, IncidentState
+from feedbackgym.envs.ops.subgoals import declared, mitigated, recovery_verified
 
 __all__ = ["SUBGOAL_KINDS", "build_subgoals", "evidence_needed"]
 
@@ -76,18 +77,6 @@ def _root_found(index: int, state: IncidentState) -> bool:
     return fault.wave <= state.wave and all(
         state.has_evidence(fault.root, kind, fault.wave) for kind in evidence_needed(fault)
     )
-
-
-def _mitigated(index: int, state: IncidentState) -> bool:
-    return state.faults[index].mitigated_at is not None
-
-
-def _verified(state: IncidentState) -> bool:
-    return all(state.is_recovered(f) and f.root in state.verified for f in state.faults)
-
-
-def _declared(state: IncidentState) -> bool:
-    return state.declared
 
 
 def build_subgoals(state: IncidentState) -> list[Subgoal]:
@@ -152,7 +141,7 @@ def build_subgoals(state: IncidentState) -> list[Subgoal]:
             Subgoal(
                 f"mitigate_{k}",
                 f"Stop the {fault.fault.label} at {root}.",
-                partial(_mitigated, index),
+                partial(mitigated, index),
                 (f"find_root_cause_{k}",),
                 (root,),
                 "mitigate",
@@ -165,7 +154,7 @@ def build_subgoals(state: IncidentState) -> list[Subgoal]:
         Subgoal(
             "verify_recovery",
             f"Verify recovery: once it settles, inspect the metrics of {', '.join(roots)}.",
-            _verified,
+            recovery_verified,
             tuple(mitigations),
             roots,
             "verify_recovery",
@@ -174,7 +163,7 @@ def build_subgoals(state: IncidentState) -> list[Subgoal]:
         Subgoal(
             "declare_resolved",
             "Declare the incident resolved.",
-            _declared,
+            declared,
             ("verify_recovery",),
             kind="declare_resolved",
             phase=PHASES["declare_resolved"],

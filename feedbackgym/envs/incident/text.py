@@ -8,9 +8,9 @@ and every finding.
 
 from __future__ import annotations
 
+from feedbackgym.envs.base import CHARSET
 from feedbackgym.envs.incident.catalog import SLOT_ROLES
 from feedbackgym.envs.incident.scenario import INSPECTIONS, IncidentState
-from feedbackgym.envs.ops.text import CHARSET
 
 __all__ = ["CHARSET", "MAX_TEXT_LENGTH", "render_text"]
 

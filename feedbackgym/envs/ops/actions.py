@@ -12,8 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
+from feedbackgym.envs.base import index_or_text
 from feedbackgym.envs.ops.catalog import ACTION_KINDS_PER_SERVICE, GLOBAL_ACTIONS, SERVICES
 from feedbackgym.errors import InvalidAction
 
@@ -69,7 +68,7 @@ _BY_MEANING: dict[str, int] = {_normalise(m): i for i, m in enumerate(ACTION_MEA
 def _valid_choices() -> str:
     kinds = "|".join(k.replace("_", " ") for k in ACTION_KINDS_PER_SERVICE)
     return (
-        f"'<{kinds}> <service>' with service one of {', '.join(SERVICES)}; "
+        f"valid: '<{kinds}> <service>' with service one of {', '.join(SERVICES)}; "
         f"or one of {', '.join(repr(ACTION_MEANINGS[action_index(k)]) for k in GLOBAL_ACTIONS)}; "
         f"or an index 0..{N_ACTIONS - 1}"
     )
@@ -95,24 +94,12 @@ def parse_action(action: Any) -> int:
         >>> ACTION_MEANINGS[parse_action(35)]
         'restart db_replica'
     """
-    if isinstance(action, np.ndarray) and action.shape == ():
-        action = action.item()
-    if isinstance(action, (bool, np.bool_)):
-        raise InvalidAction(f"action must be an integer or text, got {action!r}")
-    if isinstance(action, (int, np.integer)):
-        index = int(action)
-        if not 0 <= index < N_ACTIONS:
-            raise InvalidAction(
-                f"action {index} is outside Discrete({N_ACTIONS}); valid: {_valid_choices()}"
-            )
-        return index
-    if isinstance(action, str):
-        text = _normalise(action)
-        if text.isdecimal():
-            return parse_action(int(text))
-        if text in _BY_MEANING:
-            return _BY_MEANING[text]
-        raise InvalidAction(f"cannot parse action {action!r}; valid: {_valid_choices()}")
-    raise InvalidAction(
-        f"action must be an integer or text, got {type(action).__name__}: {action!r}"
-    )
+    action = index_or_text(action, N_ACTIONS, _valid_choices)
+    if isinstance(action, int):
+        return action
+    text = _normalise(action)
+    if text.isdecimal():
+        return parse_action(int(text))
+    if text in _BY_MEANING:
+        return _BY_MEANING[text]
+    raise InvalidAction(f"cannot parse action {action!r}; {_valid_choices()}")

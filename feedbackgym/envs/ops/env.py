@@ -8,17 +8,17 @@ import numpy as np
 from gymnasium import spaces
 
 from feedbackgym.core import SubgoalTracker
-from feedbackgym.envs.base import OBS_MODES, SimulatorEnv, validation_seed_blocks
+from feedbackgym.envs.base import OBS_MODES, SimulatorEnv, text_space, validation_seed_blocks
 from feedbackgym.envs.ops.actions import ACTION_MEANINGS, N_ACTIONS, parse_action
 from feedbackgym.envs.ops.catalog import LOG_SIGNALS, METRICS, SERVICES
 from feedbackgym.envs.ops.dynamics import RESULTS, WORSE, advance, apply_action
 from feedbackgym.envs.ops.expert import expert_action
 from feedbackgym.envs.ops.state import DIFFICULTIES, INSPECTIONS, IncidentState, draw_scenario
 from feedbackgym.envs.ops.subgoals import SUBGOAL_KINDS, build_subgoals
-from feedbackgym.envs.ops.text import CHARSET, MAX_TEXT_LENGTH, render_text
+from feedbackgym.envs.ops.text import MAX_TEXT_LENGTH, render_text
 from feedbackgym.errors import FeedbackGymError
 
-__all__ = ["OBS_MODES", "VALIDATION_SEEDS", "OpsIncidentEnv", "incident_info"]
+__all__ = ["OBS_MODES", "VALIDATION_SEEDS", "OpsIncidentEnv", "incident_info", "settle_step"]
 
 VALIDATION_SEEDS: dict[str, tuple[int, ...]] = validation_seed_blocks(DIFFICULTIES)
 """100 held-out seeds per difficulty: ``10_000_000..10_000_099`` for easy,
@@ -135,8 +135,7 @@ class OpsIncidentEnv(SimulatorEnv[IncidentState]):
                 "last_result": spaces.Discrete(len(RESULTS)),
             }
         )
-        text = spaces.Text(max_length=MAX_TEXT_LENGTH, min_length=1, charset=CHARSET)
-        self._set_observation_space(vector, text)
+        self._set_observation_space(vector, text_space(MAX_TEXT_LENGTH))
         self._actions_taken = np.zeros(N_ACTIONS, np.int8)
         self._seen_views: dict[str, np.ndarray] = {}
 
@@ -161,11 +160,7 @@ class OpsIncidentEnv(SimulatorEnv[IncidentState]):
         apply_action(state, index, self.np_random)
         if not state.declared and state.outcome == "in_progress":
             advance(state)
-        progress = tracker.update(state)
-        if state.declared:
-            state.outcome = "resolved" if progress["declare_resolved"] else "wrong_declaration"
-        reward = 1.0 if state.outcome == "resolved" else 0.0
-        terminated = state.outcome != "in_progress"
+        progress, reward, terminated = settle_step(state, tracker)
         return self._observation(), reward, terminated, False, self._info(progress)
 
     def _console(self) -> str:
@@ -258,6 +253,34 @@ class OpsIncidentEnv(SimulatorEnv[IncidentState]):
     def _info(self, progress: dict[str, bool]) -> dict[str, Any]:
         assert self._state is not None
         return incident_info(self._state, progress)
+
+
+def settle_step(state: Any, tracker: SubgoalTracker) -> tuple[dict[str, bool], float, bool]:
+    """Ends an incident's step (v0's or v1's), once the world has moved: progress, reward, end.
+
+    A declaration resolves the incident when ``declare_resolved`` is done and
+    is a wrong one otherwise. The reward is 1 for a resolution, else 0; any
+    outcome but ``"in_progress"`` terminates the episode.
+
+    Args:
+        state: The incident's state, after the action and the world's advance.
+        tracker: The episode's subgoal tracker.
+
+    Returns:
+        The subgoals' progress, the reward and whether the episode terminated.
+
+    Example:
+        >>> env = OpsIncidentEnv("easy")
+        >>> _ = env.reset(seed=0)
+        >>> env.state.declared = True  # before any subgoal is done
+        >>> settle_step(env.state, SubgoalTracker(env.subgoals))[1:], env.state.outcome
+        ((0.0, True), 'wrong_declaration')
+    """
+    progress = tracker.update(state)
+    if state.declared:
+        state.outcome = "resolved" if progress["declare_resolved"] else "wrong_declaration"
+    reward = 1.0 if state.outcome == "resolved" else 0.0
+    return progress, reward, state.outcome != "in_progress"
 
 
 def incident_info(state: Any, progress: dict[str, bool]) -> dict[str, Any]:

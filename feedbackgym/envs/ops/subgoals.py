@@ -10,18 +10,28 @@ Descriptions name the hidden root (the ``target`` hint level); each subgoal's
 ``phase`` words name only the kind of step (the default ``phase`` level).
 
 Predicates are module-level functions bound with :func:`functools.partial`, so
-an env holding its library still pickles.
+an env holding its library still pickles. Those of the last three steps
+(:func:`mitigated`, :func:`recovery_verified`, :func:`declared`) read only
+what v0's and v1's incident states share; OpsIncident-v1's library uses them too.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache, partial
+from typing import Any
 
 from feedbackgym.core import Subgoal
 from feedbackgym.envs.ops.catalog import INTERACTING_PAIRS
 from feedbackgym.envs.ops.state import ActiveFault, IncidentState
 
-__all__ = ["SUBGOAL_KINDS", "build_subgoals", "evidence_needed"]
+__all__ = [
+    "SUBGOAL_KINDS",
+    "build_subgoals",
+    "declared",
+    "evidence_needed",
+    "mitigated",
+    "recovery_verified",
+]
 
 SUBGOAL_KINDS: tuple[str, ...] = (
     "triage",
@@ -48,16 +58,27 @@ def _root_cause_found(index: int, state: IncidentState) -> bool:
     return all(state.has_evidence(fault.root, kind) for kind in evidence_needed(fault))
 
 
-def _mitigated(index: int, state: IncidentState) -> bool:
+def mitigated(index: int, state: Any) -> bool:
+    """Whether fault ``index`` of an incident (v0's or v1's ``state``) has been mitigated."""
     return state.faults[index].mitigated_at is not None
 
 
-def _recovery_verified(state: IncidentState) -> bool:
+def recovery_verified(state: Any) -> bool:
+    """Whether every fault has recovered and its root's metrics were inspected since.
+
+    Example:
+        >>> from feedbackgym.envs.ops.env import OpsIncidentEnv
+        >>> env = OpsIncidentEnv("easy")
+        >>> _ = env.reset(seed=0)
+        >>> recovery_verified(env.state), mitigated(0, env.state), declared(env.state)
+        (False, False, False)
+    """
     return all(state.is_recovered(f) and f.root in state.verified for f in state.faults)
 
 
-def _declared(state: IncidentState) -> bool:
-    return state.declared
+def declared(state: Any) -> bool:
+    """Whether the incident (v0's or v1's ``state``) has been declared resolved."""
+    return bool(state.declared)
 
 
 def build_subgoals(state: IncidentState) -> list[Subgoal]:
@@ -113,7 +134,7 @@ def _library(
             Subgoal(
                 f"mitigate{sfx}",
                 f"Stop the {fault.fault.label} at {fault.root}.",
-                partial(_mitigated, index),
+                partial(mitigated, index),
                 tuple(mitigate_requires),
                 (fault.root,),
                 "mitigate",
@@ -126,7 +147,7 @@ def _library(
         Subgoal(
             "verify_recovery",
             f"Verify recovery: once it settles, inspect the metrics of {roots}.",
-            _recovery_verified,
+            recovery_verified,
             tuple(mitigations),
             tuple(f.root for f in faults),
             "verify_recovery",
@@ -135,7 +156,7 @@ def _library(
         Subgoal(
             "declare_resolved",
             "Declare the incident resolved.",
-            _declared,
+            declared,
             ("verify_recovery",),
             kind="declare_resolved",
         ),

@@ -6,16 +6,13 @@ so it is always inside the env's ``Text`` observation space.
 
 from __future__ import annotations
 
-import string
 from collections.abc import Sequence
 
+from feedbackgym.envs.base import CHARSET
 from feedbackgym.envs.ops.catalog import SERVICES
 from feedbackgym.envs.ops.state import INSPECTIONS, IncidentState
 
 __all__ = ["CHARSET", "MAX_TEXT_LENGTH", "render_text"]
-
-CHARSET: str = string.ascii_letters + string.digits + string.punctuation + " \n"
-"""Every character the console prints."""
 
 MAX_TEXT_LENGTH = 4096
 """Longest text observation; longer renderings keep their head and are cut."""

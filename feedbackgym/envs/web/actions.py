@@ -19,8 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
+from feedbackgym.envs.base import index_or_text
 from feedbackgym.errors import InvalidAction
 
 __all__ = ["ActionTable", "WebAction", "is_field_ref"]
@@ -166,21 +165,9 @@ class ActionTable:
                 or the value is not in the vocabulary. The message lists the
                 valid choices.
         """
-        if isinstance(action, np.ndarray) and action.shape == ():
-            action = action.item()
-        if isinstance(action, (bool, np.bool_)):
-            raise InvalidAction(f"action must be an integer or text, got {action!r}")
-        if isinstance(action, (int, np.integer)):
-            index = int(action)
-            if not 0 <= index < self.n:
-                raise InvalidAction(
-                    f"action {index} is outside Discrete({self.n}); {self._choices()}"
-                )
-            return index
-        if not isinstance(action, str):
-            raise InvalidAction(
-                f"action must be an integer or text, got {type(action).__name__}: {action!r}"
-            )
+        action = index_or_text(action, self.n, self._choices)
+        if isinstance(action, int):
+            return action
         return self._parse_text(action, resolve)
 
     def _parse_text(self, text: str, resolve: Callable[[str], str | None] | None) -> int:

@@ -38,16 +38,16 @@ import numpy as np
 from gymnasium import spaces
 
 from feedbackgym.core import Subgoal, SubgoalTracker
-from feedbackgym.envs.base import OBS_MODES, SuiteEnv
+from feedbackgym.envs.base import OBS_MODES, SuiteEnv, text_space
 from feedbackgym.envs.web import driver
 from feedbackgym.envs.web.actions import ActionTable, WebAction, is_field_ref
 from feedbackgym.envs.web.browser import BrowserError
 from feedbackgym.envs.web.observation import (
     LAST_RESULTS,
+    MAX_TEXT_LENGTH,
     encode_vector,
     normalise,
     render_text,
-    text_space,
     vector_space,
 )
 from feedbackgym.envs.web.pages import VIEWPORT, EpisodePages, Site
@@ -156,14 +156,8 @@ class BrowserEnv(SuiteEnv, ABC):
         self._driver_config: dict[str, Any] = {"max": table.slots, "root": None, "exclude": []}
         self._driver_config.update(driver_config or {})
         self.action_space: spaces.Space[Any] = spaces.Discrete(table.n)
-        n_values = len(table.type_values) + len(table.select_values)
-        vector = vector_space(table.slots, n_values)
-        if obs_mode == "vector":
-            self.observation_space: spaces.Space[Any] = vector
-        elif obs_mode == "text":
-            self.observation_space = text_space()
-        else:
-            self.observation_space = spaces.Dict({**vector.spaces, "text": text_space()})
+        vector = vector_space(table.slots, len(table.type_values) + len(table.select_values))
+        self._set_observation_space(vector, text_space(MAX_TEXT_LENGTH))
         self._pages: EpisodePages | None = None
         self._finalizer: weakref.finalize[Any, Any] | None = None
         self._episode: _Episode | None = None

@@ -17,7 +17,6 @@ so the encoding is the same in every process. Nothing reads a clock.
 from __future__ import annotations
 
 import re
-import string
 import unicodedata
 import zlib
 from collections.abc import Iterable, Sequence
@@ -25,6 +24,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 from gymnasium import spaces
 
+from feedbackgym.envs.base import CHARSET
 from feedbackgym.envs.web.snapshot import FLAGS, ROLES, Element, PageSnapshot
 
 __all__ = [
@@ -34,13 +34,10 @@ __all__ = [
     "MAX_TEXT_LENGTH",
     "normalise",
     "render_text",
-    "text_space",
     "vector_space",
     "encode_vector",
 ]
 
-CHARSET: str = string.ascii_letters + string.digits + string.punctuation + " \n"
-"""Every character a text observation may contain."""
 MAX_TEXT_LENGTH = 8192
 """Longest text observation; longer ones keep their head."""
 LAST_RESULTS: tuple[str, ...] = ("none", "done", "invalid")
@@ -140,11 +137,6 @@ def render_text(
     lines.append(f"Step {step} of {max_steps}")
     text = "\n".join(lines)
     return "".join(c if c in _ALLOWED else "?" for c in text)[:MAX_TEXT_LENGTH]
-
-
-def text_space() -> spaces.Text:
-    """The ``Text`` space of :func:`render_text`."""
-    return spaces.Text(max_length=MAX_TEXT_LENGTH, min_length=1, charset=CHARSET)
 
 
 def vector_space(slots: int, n_values: int) -> spaces.Dict:

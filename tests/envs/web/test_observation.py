@@ -2,13 +2,13 @@
 
 import numpy as np
 
+from feedbackgym.envs.base import text_space
 from feedbackgym.envs.web.observation import (
     CHARSET,
     MAX_TEXT_LENGTH,
     encode_vector,
     normalise,
     render_text,
-    text_space,
     vector_space,
 )
 from feedbackgym.envs.web.snapshot import Element, PageSnapshot
@@ -46,7 +46,7 @@ def test_text_lists_elements_with_states_in_the_space():
         last_action="click 9",
         notice="invalid: no element 9 in view (ids 0..3)",
     )
-    assert text in text_space()
+    assert text in text_space(MAX_TEXT_LENGTH)
     assert '[1] textbox "City" value="Munchen ?" required' in text
     assert '[3] checkbox "Terms" checked invalid "Accept \'the rules\'"' in text
     assert "options=0|1|2|" in text and "|... (+24)" in text
@@ -59,7 +59,7 @@ def test_text_is_cut_to_the_space():
     many = tuple(Element(i, "button", "x" * 80) for i in range(200))
     snapshot = PageSnapshot(title="t", path="/", elements=many)
     text = render_text("g", snapshot, step=0, max_steps=1)
-    assert len(text) == MAX_TEXT_LENGTH and text in text_space()
+    assert len(text) == MAX_TEXT_LENGTH and text in text_space(MAX_TEXT_LENGTH)
 
 
 def test_vector_rows_and_goal_in_the_space():
