@@ -20,12 +20,28 @@ from feedbackgym.wrappers.common import (
     text_channel_space,
 )
 
-__all__ = ["LATENCY_SAMPLES", "FeedbackWrapper"]
+__all__ = ["DEFAULT_MAX_SUBGOALS", "LATENCY_SAMPLES", "FeedbackWrapper", "subgoal_capacity"]
 
 LATENCY_SAMPLES = 4096
 """Most feedback latencies kept between two :meth:`FeedbackWrapper.feedback_stats` calls."""
+DEFAULT_MAX_SUBGOALS = 16
+"""Size of the vector fields over the subgoal library, for an env that does not say its own."""
 
 T = TypeVar("T")
+
+
+def subgoal_capacity(env: gym.Env[Any, Any], max_subgoals: int | None) -> int:
+    """``max_subgoals``, or when ``None`` the env's own (else :data:`DEFAULT_MAX_SUBGOALS`).
+
+    Example:
+        >>> import gymnasium as gym, feedbackgym
+        >>> env = gym.make("feedbackgym/OpsIncidentEasy-v0")
+        >>> subgoal_capacity(env, None), subgoal_capacity(env, 8)
+        (16, 8)
+    """
+    if max_subgoals is not None:
+        return max_subgoals
+    return int(getattr(env.unwrapped, "max_subgoals", DEFAULT_MAX_SUBGOALS))
 
 
 class FeedbackWrapper(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArgs):
@@ -35,47 +51,48 @@ class FeedbackWrapper(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruct
     generator given, the built-in one, or the client of a service), the
     weight (the chance that feedback that is due is given), the seeded
     generator of those draws, and the counters and latencies that
-    :meth:`feedback_stats` reports. Subclasses name their counters in
-    ``counters`` and call :meth:`_setup` from their constructor.
+    :meth:`feedback_stats` reports. Subclasses declare what they give in the
+    class attributes below and call :meth:`_setup` from their constructor.
     """
 
     kind: str = "feedback"
     """What the wrapper gives (``"guide"``, ``"review"``), for messages."""
     counters: tuple[str, ...] = ()
     """Names of the integer counters :meth:`feedback_stats` reports and resets."""
+    offered: tuple[str, ...] = ()
+    """The channels the wrapper offers."""
+    built_in: Callable[[], Any]
+    """Makes the built-in generator (used when neither a generator nor a service is given)."""
+    text_limit: int = 0
+    """Most characters the text channel adds to an observation."""
 
     def _setup(
         self,
         env: gym.Env[Any, Any],
         *,
         channels: tuple[str, ...] | list[str],
-        allowed: tuple[str, ...],
         generator: Callable[[], Any] | None,
-        built_in: Callable[[], Any],
         source: str,
         deadline_ms: float,
         max_subgoals: int,
-        text_limit: int,
     ) -> None:
         """Wraps ``env`` and sets up the shared parts.
 
         Args:
             env: The env to wrap.
             channels: The channels feedback goes to.
-            allowed: The channels this wrapper offers.
             generator: Makes the generator the user gave (``None``: none given).
-            built_in: Makes the built-in generator.
             source: ``"local"`` or a service's address.
             deadline_ms: Longest a step waits for a service or an off-step generator.
-            max_subgoals: Size of the vector fields over the subgoal library.
-            text_limit: Most characters the text channel adds.
+            max_subgoals: Size of the vector fields over the subgoal library
+                (:func:`subgoal_capacity`).
 
         Raises:
-            ValueError: A channel not in ``allowed``, an unknown source, a
+            ValueError: A channel not in :attr:`offered`, an unknown source, a
                 deadline that is not positive, or both a generator and a service.
         """
         gym.Wrapper.__init__(self, env)
-        self.channels = checked_channels(channels, allowed)
+        self.channels = checked_channels(channels, self.offered)
         self.max_subgoals = max_subgoals
         if deadline_ms <= 0:
             raise ValueError(f"deadline_ms must be positive, got {deadline_ms}")
@@ -87,11 +104,11 @@ class FeedbackWrapper(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruct
             )
         remote = make_source(source, deadline_ms=deadline_ms)
         self._remote = remote
-        made = remote if remote is not None else (generator or built_in)()
+        made = remote if remote is not None else (generator or self.built_in)()
         self._call = OffStepCall(made, "hint" if self.kind == "guide" else "review")
         self._task = task_family(env)
         if "text" in self.channels:
-            self.observation_space = text_channel_space(env.observation_space, text_limit)
+            self.observation_space = text_channel_space(env.observation_space, self.text_limit)
         self._rng: np.random.Generator | None = None
         self.latencies_ms: deque[float] = deque(maxlen=LATENCY_SAMPLES)
         for name in self.counters:

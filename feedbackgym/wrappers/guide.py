@@ -23,7 +23,7 @@ from feedbackgym.wrappers.common import (
     with_appended_text,
     with_vector_fields,
 )
-from feedbackgym.wrappers.feedback import FeedbackWrapper
+from feedbackgym.wrappers.feedback import FeedbackWrapper, subgoal_capacity
 
 __all__ = ["GUIDE_CHANNELS", "AddGuide"]
 
@@ -106,6 +106,9 @@ class AddGuide(FeedbackWrapper):
     """
 
     kind = "guide"
+    offered = GUIDE_CHANNELS
+    built_in = SubgoalGuide
+    text_limit = HINT_TEXT_LIMIT
     counters = ("hints_given", "hints_due", "hints_late")
     hints_given: int
     """Hints given since the last :meth:`feedback_stats` call."""
@@ -131,8 +134,7 @@ class AddGuide(FeedbackWrapper):
         max_subgoals: int | None = None,
         deadline_ms: float = _DEFAULTS.deadline_ms,
     ) -> None:
-        if max_subgoals is None:
-            max_subgoals = int(getattr(env.unwrapped, "max_subgoals", 16))
+        max_subgoals = subgoal_capacity(env, max_subgoals)
         gym.utils.RecordConstructorArgs.__init__(
             self,
             every=every,
@@ -151,13 +153,10 @@ class AddGuide(FeedbackWrapper):
         self._setup(
             env,
             channels=channels,
-            allowed=GUIDE_CHANNELS,
             generator=None if guide is None else lambda: as_guide(guide),
-            built_in=SubgoalGuide,
             source=source,
             deadline_ms=deadline_ms,
             max_subgoals=max_subgoals,
-            text_limit=HINT_TEXT_LIMIT,
         )
         self.configure(
             every=every,

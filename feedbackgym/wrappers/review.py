@@ -26,7 +26,7 @@ from feedbackgym.wrappers.common import (
     with_appended_text,
     with_vector_fields,
 )
-from feedbackgym.wrappers.feedback import FeedbackWrapper
+from feedbackgym.wrappers.feedback import FeedbackWrapper, subgoal_capacity
 
 __all__ = ["REVIEW_CHANNELS", "AddReview"]
 
@@ -114,6 +114,9 @@ class AddReview(FeedbackWrapper):
     """
 
     kind = "review"
+    offered = REVIEW_CHANNELS
+    built_in = TrajectoryReviewer
+    text_limit = REVIEW_TEXT_LIMIT
     counters = ("reviews_given", "episodes_ended", "reviews_late")
     reviews_given: int
     """Reviews given since the last :meth:`feedback_stats` call."""
@@ -136,8 +139,7 @@ class AddReview(FeedbackWrapper):
         max_subgoals: int | None = None,
         deadline_ms: float = _DEFAULTS.deadline_ms,
     ) -> None:
-        if max_subgoals is None:
-            max_subgoals = int(getattr(env.unwrapped, "max_subgoals", 16))
+        max_subgoals = subgoal_capacity(env, max_subgoals)
         gym.utils.RecordConstructorArgs.__init__(
             self,
             window=window,
@@ -153,13 +155,10 @@ class AddReview(FeedbackWrapper):
         self._setup(
             env,
             channels=channels,
-            allowed=REVIEW_CHANNELS,
             generator=None if reviewer is None else lambda: as_reviewer(reviewer),
-            built_in=TrajectoryReviewer,
             source=source,
             deadline_ms=deadline_ms,
             max_subgoals=max_subgoals,
-            text_limit=REVIEW_TEXT_LIMIT,
         )
         self.configure(window=window, stall_steps=stall_steps, level=level)
         self.set_weight(weight)
