@@ -20,6 +20,7 @@ RUNTIME_EXTRAS = (
     "llm",
     "llm-train",
     "ray",
+    "server",
 )
 
 

@@ -5,9 +5,9 @@
 reaper), in OpenEnv's production mode: OpenEnv's HTTP ``/reset`` and ``/step``
 make a fresh env per request, which fits no episode, so episodes are played
 over ``/ws`` only. Routes: ``/ws``, ``/health``, ``/schema``, ``/metadata``
-(OpenEnv's) and ``/sessions`` (ours: the envs open now). :func:`serve` runs
-it with uvicorn until SIGTERM or Ctrl-C; every session's env is closed on
-the way out.
+(OpenEnv's), ``/settings`` (what is served) and ``/sessions`` (the envs open
+now). :func:`serve` runs it with uvicorn until SIGTERM or Ctrl-C; every
+session's env is closed on the way out.
 """
 
 from __future__ import annotations
@@ -54,6 +54,11 @@ def create_env_app(settings: ServeSettings) -> FastAPI:
         state_cls=FeedbackSessionState,
         mode=ServerMode.PRODUCTION,
     )
+
+    @app.get("/settings", tags=["Environment Info"], summary="What this server serves")
+    def served() -> dict[str, Any]:
+        """The env id, its ``gym.make`` kwargs, the arm, the hint level and the limits."""
+        return settings.describe()
 
     @app.get("/sessions", tags=["Health"], summary="Envs open now")
     def sessions() -> dict[str, Any]:

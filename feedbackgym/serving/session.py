@@ -56,7 +56,10 @@ except ImportError as error:  # pragma: no cover - wire.py raises first
 
     raise DependencyNotInstalled.for_extra("openenv", "server") from error
 
-__all__ = ["FeedbackSession", "SessionBook", "SessionError", "invalid_action"]
+__all__ = ["TRUNCATED", "FeedbackSession", "SessionBook", "SessionError", "invalid_action"]
+
+TRUNCATED = "truncated"
+"""``info[TRUNCATED]`` on an episode's last observation: it was cut off (a time limit)."""
 
 
 class SessionError(FeedbackGymError, RuntimeError):
@@ -213,6 +216,7 @@ class FeedbackSession(Environment[FeedbackAction, FeedbackObservation, FeedbackS
         done = bool(terminated or truncated)
         if done:
             self._episode_ended(bool(info.get(IS_SUCCESS, False)))
+            info = {**info, TRUNCATED: bool(truncated and not terminated)}
         return self._observation(env, obs, info, reward=float(reward), done=done, review="")
 
     @property

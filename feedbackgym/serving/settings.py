@@ -7,7 +7,7 @@ and every session's env is built from it (:meth:`ServeSettings.feedback_config`,
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import gymnasium as gym
@@ -85,6 +85,16 @@ class ServeSettings:
     def env_arguments(self) -> dict[str, Any]:
         """``gym.make``'s keyword arguments: text observations and ``env_kwargs``."""
         return {"obs_mode": "text", **self.env_kwargs}
+
+    def describe(self) -> dict[str, Any]:
+        """What ``/settings`` says: these settings and the env's whole ``gym.make`` kwargs.
+
+        Example:
+            >>> ServeSettings("feedbackgym/OpsIncidentEasy-v1").describe()["spec_kwargs"]
+            {'difficulty': 'easy', 'obs_mode': 'text', 'split': 'train'}
+        """
+        spec_kwargs = {**gym.spec(self.env_id).kwargs, **self.env_arguments()}
+        return {**asdict(self), "spec_kwargs": spec_kwargs}
 
     def make_env(self, config: FeedbackConfig) -> gym.Env[Any, Any]:
         """One session's env: the text env with the whole feedback stack of ``config``."""
