@@ -2,7 +2,7 @@
 
 Usage::
 
-    feedbackgym agent --env ID [--model-file PATH | --base-url URL [--model NAME]]
+    feedbackgym agent --env ID | --env-url URL [--model-file PATH | --base-url URL [--model NAME]]
         [--adapter PATH | --versions RUN_DIR [--version N|current]]
         [--episodes N] [--attempts K] [--arm ARM] [--seed S] [--out PATH] [--round NAME]
         [--feedback builtin|llm] [--memory K] [--turns delta|full] [--retries R]
@@ -27,6 +27,9 @@ the command's ``--timeout`` and ``--constrain``. ``--arm`` and ``--attempts``
 play each seed K times in a feedback arm (:mod:`feedbackgym.language.agent_arms`);
 each episode's line and its record name its arm and attempt. An env with
 splits (OpsIncident-v1) plays its test split unless ``--kwarg split=train``.
+``--env-url URL`` plays a ``feedbackgym serve-env`` server's env instead of
+``--env`` (:mod:`feedbackgym.serving.remote_agent`): its hints and reviews
+are the server's, and the episodes are not recorded here.
 """
 
 from __future__ import annotations
@@ -50,7 +53,10 @@ from feedbackgym.language.agent_arms import AGENT_ARMS, DEFAULT_AGENT_ARM
 from feedbackgym.registration import evaluation_kwargs
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from feedbackgym.chat import ChatClient
+    from feedbackgym.language.agent_loop import AgentResult
     from feedbackgym.language.model_server import ModelServer
 
 __all__ = ["add_commands", "add_model_server_options"]
@@ -66,7 +72,13 @@ def add_commands(commands: Any) -> None:
         help="play text episodes with a language model (the packaged one, or any "
         "OpenAI-compatible server)",
     )
-    agent.add_argument("--env", required=True, metavar="ID", help="e.g. feedbackgym/OpsIncident-v0")
+    env = agent.add_mutually_exclusive_group(required=True)
+    env.add_argument("--env", metavar="ID", help="e.g. feedbackgym/OpsIncident-v0")
+    env.add_argument(
+        "--env-url",
+        metavar="URL",
+        help="a feedbackgym serve-env server to play instead (e.g. http://127.0.0.1:8000)",
+    )
     where = agent.add_mutually_exclusive_group()
     where.add_argument(
         "--model-file",
@@ -201,7 +213,12 @@ def _cmd_agent(args: argparse.Namespace) -> int:
     )
     from feedbackgym.language.versions import CURRENT
 
-    make_env(args.env, {}).close()  # an unknown id: one line, with close ids
+    if args.env_url is not None:
+        from feedbackgym.serving.remote_env import server_settings
+
+        args.env = server_settings(args.env_url)["env_id"]  # no server there: one line
+    else:
+        make_env(args.env, {}).close()  # an unknown id: one line, with close ids
     if args.version is not None and args.versions is None:
         raise CommandError("--version plays a version of --versions RUN_DIR: give it too")
     if args.base_url is not None:
@@ -236,7 +253,6 @@ def _play(
 ) -> int:
     from feedbackgym.chat import ChatClient
     from feedbackgym.errors import ChatError
-    from feedbackgym.language.agent_loop import run_agent
     from feedbackgym.language.model_server import ModelServerError
 
     probe = ChatClient(base_url, args.model or "any", timeout_s=args.timeout)
@@ -252,29 +268,11 @@ def _play(
         _settings_for_llm_generators(client, args)
         guide, reviewer = LLM_GENERATORS
     out = args.out or default_dataset_path(args.env, "agent")
+    kept = f"stored in {out}" if args.env_url is None else f"played on {args.env_url}"
     successes = episodes = 0
     by_attempt: dict[int, list[bool]] = {}
     try:
-        for r in run_agent(
-            args.env,
-            client,
-            episodes=args.episodes,
-            attempts=args.attempts,
-            arm=args.arm,
-            seed=args.seed,
-            store=out,
-            round=args.round,
-            env_kwargs=evaluation_kwargs(args.env, parse_kwargs(args.kwarg)),
-            guide=guide,
-            reviewer=reviewer,
-            level=args.level,
-            deadline_ms=args.timeout * 1000,
-            memory=args.memory,
-            retries=args.retries,
-            context=context,
-            max_errors=args.max_errors,
-            turns=args.turns,
-        ):
+        for r in _results(args, client, context, guide, reviewer, out):
             episodes, successes = episodes + 1, successes + r.success
             by_attempt.setdefault(r.attempt, []).append(r.success)
             review = f"{r.review['score']:.2f}" if r.review else "none"
@@ -287,14 +285,14 @@ def _play(
                 flush=True,
             )
     except ChatError as error:
-        recorded = f"{episodes} episodes recorded in {out}"
+        recorded = f"{episodes} episodes {kept}"
         if server is not None and not server.running:
             raise ModelServerError(
                 f"the model server (pid {server.pid}) {server.exit_reason()}: {error}; {recorded}"
             ) from None
         raise ChatError(f"{error}; {recorded}") from None
     except KeyboardInterrupt:
-        print(f"interrupted; {episodes} episodes recorded in {out}", file=sys.stderr)
+        print(f"interrupted; {episodes} episodes {kept}", file=sys.stderr)
         return 130
     per_attempt = ""
     if args.attempts > 1:
@@ -303,8 +301,48 @@ def _play(
             + ", ".join(f"{a}: {sum(s) / len(s):.0%}" for a, s in sorted(by_attempt.items()))
             + ")"
         )
-    print(f"{episodes} episodes, {successes / episodes:.1%} success{per_attempt}; stored in {out}")
+    print(f"{episodes} episodes, {successes / episodes:.1%} success{per_attempt}; {kept}")
     return 0
+
+
+def _results(
+    args: argparse.Namespace,
+    client: ChatClient,
+    context: int | None,
+    guide: str | None,
+    reviewer: str | None,
+    out: Path,
+) -> Iterator[AgentResult]:
+    """The episodes the command plays: on ``--env`` here, or on the ``--env-url`` server."""
+    from feedbackgym.language.agent_loop import run_agent
+
+    options: dict[str, Any] = {
+        "episodes": args.episodes,
+        "attempts": args.attempts,
+        "arm": args.arm,
+        "seed": args.seed,
+        "memory": args.memory,
+        "retries": args.retries,
+        "context": context,
+        "max_errors": args.max_errors,
+        "turns": args.turns,
+    }
+    if args.env_url is not None:
+        from feedbackgym.serving.remote_agent import run_remote_agent
+
+        return run_remote_agent(args.env_url, client, **options)
+    return run_agent(
+        args.env,
+        client,
+        store=out,
+        round=args.round,
+        env_kwargs=evaluation_kwargs(args.env, parse_kwargs(args.kwarg)),
+        guide=guide,
+        reviewer=reviewer,
+        level=args.level,
+        deadline_ms=args.timeout * 1000,
+        **options,
+    )
 
 
 def _version(text: str) -> int | str:
