@@ -21,7 +21,7 @@ from functools import partial
 
 from feedbackgym.core import Subgoal
 from feedbackgym.envs.incident.scenario import IncidentFault, IncidentState
-from feedbackgym.envs.ops.subgoals import declared, mitigated, recovery_verified
+from feedbackgym.envs.ops.subgoals import declaration_subgoal, mitigated, recovery_verified
 
 __all__ = ["SUBGOAL_KINDS", "build_subgoals", "evidence_needed"]
 
@@ -160,13 +160,6 @@ def build_subgoals(state: IncidentState) -> list[Subgoal]:
             "verify_recovery",
             PHASES["verify_recovery"],
         ),
-        Subgoal(
-            "declare_resolved",
-            "Declare the incident resolved.",
-            declared,
-            ("verify_recovery",),
-            kind="declare_resolved",
-            phase=PHASES["declare_resolved"],
-        ),
+        declaration_subgoal(PHASES["declare_resolved"]),
     ]
     return library

@@ -12,7 +12,8 @@ Descriptions name the hidden root (the ``target`` hint level); each subgoal's
 Predicates are module-level functions bound with :func:`functools.partial`, so
 an env holding its library still pickles. Those of the last three steps
 (:func:`mitigated`, :func:`recovery_verified`, :func:`declared`) read only
-what v0's and v1's incident states share; OpsIncident-v1's library uses them too.
+what v0's and v1's incident states share; OpsIncident-v1's library uses them,
+and :func:`declaration_subgoal`, too.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from feedbackgym.envs.ops.state import ActiveFault, IncidentState
 __all__ = [
     "SUBGOAL_KINDS",
     "build_subgoals",
+    "declaration_subgoal",
     "declared",
     "evidence_needed",
     "mitigated",
@@ -79,6 +81,27 @@ def recovery_verified(state: Any) -> bool:
 def declared(state: Any) -> bool:
     """Whether the incident (v0's or v1's ``state``) has been declared resolved."""
     return bool(state.declared)
+
+
+def declaration_subgoal(phase: str = "") -> Subgoal:
+    """The last subgoal of an incident's library: declare it resolved, once recovery is verified.
+
+    Args:
+        phase: Its words at the ``phase`` hint level (``""``: none of its own).
+
+    Example:
+        >>> subgoal = declaration_subgoal()
+        >>> subgoal.id, subgoal.requires
+        ('declare_resolved', ('verify_recovery',))
+    """
+    return Subgoal(
+        "declare_resolved",
+        "Declare the incident resolved.",
+        declared,
+        ("verify_recovery",),
+        kind="declare_resolved",
+        phase=phase,
+    )
 
 
 def build_subgoals(state: IncidentState) -> list[Subgoal]:
@@ -153,12 +176,6 @@ def _library(
             "verify_recovery",
             "Verify recovery: once it settles, inspect the metrics of what you fixed.",
         ),
-        Subgoal(
-            "declare_resolved",
-            "Declare the incident resolved.",
-            declared,
-            ("verify_recovery",),
-            kind="declare_resolved",
-        ),
+        declaration_subgoal(),
     ]
     return tuple(subgoals)
