@@ -177,30 +177,27 @@ class EpisodePages:
 
     def close(self) -> None:
         """Closes this env's context and ends its browser lease. Idempotent."""
+        self._close(wait_s=_CLOSE_TIMEOUT_S)
+
+    def close_nowait(self) -> None:
+        """Like :meth:`close` but without waiting; safe from finalizers."""
+        self._close(wait_s=None)
+
+    def _close(self, *, wait_s: float | None) -> None:
+        """Closes the context (waiting ``wait_s`` seconds at most; ``None``: not) and the lease."""
         host, self._host = self._host, None
         page, self._page = self._page, None
         if host is None:
             return
         try:
             if page is not None:
-                wait(host.submit(_close_context(page)), _CLOSE_TIMEOUT_S)
+                closing = host.submit(_close_context(page))
+                if wait_s is not None:
+                    wait(closing, wait_s)
         except BrowserError:
             pass
         finally:
             host.release()
-
-    def close_nowait(self) -> None:
-        """Like :meth:`close` but without waiting; safe from finalizers."""
-        host, self._host = self._host, None
-        page, self._page = self._page, None
-        if host is None:
-            return
-        try:
-            if page is not None:
-                host.submit(_close_context(page))
-        except BrowserError:
-            pass
-        host.release()
 
     def _acquire(self) -> BrowserHost:
         if self._host is None:
