@@ -42,6 +42,9 @@ __all__ = ["FeedbackController", "RelianceRule", "RewardDropAlert"]
 
 logger = logging.getLogger(__name__)
 
+_ALERT = AlertConfig()
+"""The alert's defaults live in the config (:class:`~feedbackgym.config.AlertConfig`)."""
+
 
 class RewardDropAlert:
     """The spec's alert: the mean reward fell ``rounds`` rounds in a row by more than ``drop``.
@@ -98,14 +101,14 @@ class RewardDropAlert:
 
     def __init__(
         self,
-        drop: float = 0.2,
-        rounds: int = 3,
+        drop: float = _ALERT.drop,
+        rounds: int = _ALERT.rounds,
         hook: Callable[[int, str], None] | None = None,
         *,
-        reading: str = "cumulative",
-        floor: float = 0.1,
-        smoothing: float = 0.15,
-        noise: float = 3.0,
+        reading: str = _ALERT.reading,
+        floor: float = _ALERT.floor,
+        smoothing: float = _ALERT.smoothing,
+        noise: float = _ALERT.noise,
     ) -> None:
         if not 0 < drop < 1:
             raise ValueError(f"RewardDropAlert drop must be in (0, 1), got {drop}")
