@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from feedbackgym.envs.base import CHARSET
 from feedbackgym.envs.incident.catalog import SLOT_ROLES
-from feedbackgym.envs.incident.scenario import INSPECTIONS, IncidentState
+from feedbackgym.envs.incident.scenario import IncidentState
+from feedbackgym.envs.ops.text import answer_and_findings
 
 __all__ = ["CHARSET", "MAX_TEXT_LENGTH", "render_text"]
 
@@ -39,15 +40,5 @@ def render_text(state: IncidentState, max_steps: int) -> str:
         f"Step {state.step} of {max_steps} | SLO budget {state.budget:.0%}",
         f"Alerts: {', '.join(name(s) for s in alerts) if alerts else 'none'}",
     ]
-    if state.last_action:
-        lines.append(f"> {state.last_action}")
-        lines += [f"  {line}" for line in state.last_output.split("\n")]
-    findings = [
-        f"  {name(slot)} {kind} (step {state.evidence[key]}): {state.findings[key]}"
-        for slot in topology.slots
-        for kind in INSPECTIONS
-        if (key := (slot, kind)) in state.findings
-    ]
-    if findings:
-        lines += ["Findings:", *findings]
+    lines += answer_and_findings(state, ((slot, name(slot)) for slot in topology.slots))
     return "\n".join(lines)[:MAX_TEXT_LENGTH]
