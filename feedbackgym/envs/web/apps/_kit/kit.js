@@ -38,6 +38,15 @@
 
   kit.button = (text, onclick, attrs) => h("button", { type: "button", onclick, ...attrs }, text);
 
+  // "Previous page" and "Next page" buttons for page pageNo of pages; pageUrl(page) is the
+  // path of a page (its number as a string).
+  kit.pager = (pageNo, pages, pageUrl) =>
+    h("div", { class: "row" },
+      pageNo > 1 ? kit.button("Previous page", () => kit.go(pageUrl(String(pageNo - 1))),
+        { "data-key": "prev-page" }) : null,
+      pageNo < pages ? kit.button("Next page", () => kit.go(pageUrl(String(pageNo + 1))),
+        { "data-key": "next-page" }) : null);
+
   kit.message = (text, kind) =>
     text ? h("div", { class: `message ${kind || "info"}`, role: kind === "error" ? "alert" : "status" }, text) : null;
 

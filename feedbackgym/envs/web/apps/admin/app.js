@@ -82,11 +82,7 @@
         h("td", {}, link(`/orders/${o.id}`,
           `#${o.id} - ${o.customer} - ${day(o.date)} - ${money(total(o))} - ${o.status}`,
           { "data-key": `order-${o.id}` })))))),
-      h("div", { class: "row" },
-        pageNo > 1 ? button("Previous page", () => kit.go(listUrl({ page: String(pageNo - 1) })),
-          { "data-key": "prev-page" }) : null,
-        pageNo < pages ? button("Next page", () => kit.go(listUrl({ page: String(pageNo + 1) })),
-          { "data-key": "next-page" }) : null));
+      kit.pager(pageNo, pages, (page) => listUrl({ page })));
   }
 
   function refundForm(s, o) {

@@ -103,11 +103,7 @@
           onclick: (e) => { e.preventDefault(); viewProduct(s, p); },
         }, `${p.name} by ${p.brand}`),
         h("div", { class: "muted" }, `${money(p.price)} - ${p.colours.join(", ")}`))),
-      h("div", { class: "row" },
-        pageNo > 1 ? button("Previous page", () => kit.go(searchUrl({ page: String(pageNo - 1) })),
-          { "data-key": "prev-page" }) : null,
-        pageNo < pages ? button("Next page", () => kit.go(searchUrl({ page: String(pageNo + 1) })),
-          { "data-key": "next-page" }) : null));
+      kit.pager(pageNo, pages, (page) => searchUrl({ page })));
   }
 
   function productPage(s, id) {
