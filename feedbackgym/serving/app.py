@@ -17,7 +17,10 @@ import socket
 import sys
 from typing import Any
 
+import gymnasium as gym
+
 from feedbackgym.errors import DependencyNotInstalled
+from feedbackgym.experts import held_out_seeds
 from feedbackgym.serving.session import FeedbackSession, SessionBook
 from feedbackgym.serving.settings import ServeSettings
 from feedbackgym.serving.wire import FeedbackAction, FeedbackObservation, FeedbackSessionState
@@ -43,6 +46,7 @@ def create_env_app(settings: ServeSettings) -> FastAPI:
         ['action']
     """
     book = SessionBook()
+    described = {**settings.describe(), "validation_seeds": _validation_seeds(settings)}
     app = create_app(
         functools.partial(FeedbackSession, settings, book),
         FeedbackAction,
@@ -57,8 +61,8 @@ def create_env_app(settings: ServeSettings) -> FastAPI:
 
     @app.get("/settings", tags=["Environment Info"], summary="What this server serves")
     def served() -> dict[str, Any]:
-        """The env id, its ``gym.make`` kwargs, the arm, the hint level and the limits."""
-        return settings.describe()
+        """The env id, its ``gym.make`` kwargs, held-out seeds, the arm, level and limits."""
+        return described
 
     @app.get("/sessions", tags=["Health"], summary="Envs open now")
     def sessions() -> dict[str, Any]:
@@ -66,6 +70,17 @@ def create_env_app(settings: ServeSettings) -> FastAPI:
         return {"open": book.open, "max_sessions": settings.max_sessions, "started": book.started}
 
     return app
+
+
+def _validation_seeds(settings: ServeSettings) -> list[int] | None:
+    """The served env's held-out validation seeds (``None``: it has none)."""
+    env = gym.make(settings.env_id, **settings.env_arguments())
+    try:
+        return list(held_out_seeds(env))
+    except ValueError:
+        return None
+    finally:
+        env.close()
 
 
 def serve(settings: ServeSettings, *, host: str = "127.0.0.1", port: int = 8000) -> None:

@@ -164,6 +164,12 @@ class RemoteEnv(gym.Env[str, str]):
             f"{text!r} is not an action of this episode; valid: {', '.join(self.action_meanings)}"
         )
 
+    @property
+    def validation_seeds(self) -> tuple[int, ...] | None:
+        """The served env's held-out validation seeds (``None``: it has none)."""
+        seeds = self.settings.get("validation_seeds")
+        return None if seeds is None else tuple(seeds)
+
     def state(self) -> FeedbackSessionState:
         """The session's state on the server (episode, feedback state, reviews)."""
         return self._call(lambda client: client.state())

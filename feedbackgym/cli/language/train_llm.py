@@ -2,7 +2,7 @@
 
 Usage::
 
-    feedbackgym train-llm --env ID --rounds N [--arm ARM] [--seed S] [--out DIR]
+    feedbackgym train-llm --env ID | --env-url URL --rounds N [--arm ARM] [--seed S] [--out DIR]
         [--model packaged|FILE.gguf|FOLDER] [--adapter DIR] [--groups K] [--group-size G]
         [--max-turns N] [--eval-every N] [--eval-episodes N] [--config FILE] [--record] [--resume]
 
@@ -10,7 +10,10 @@ Each round plays K groups of G episodes (a group on one seed) with the model
 and takes one GRPO step on its LoRA adapter (TRL's ``GRPOTrainer``). The run
 directory is the other trainers' (TensorBoard, ``curve.csv``, checkpoints,
 ``state.json``) with ``chats.jsonl`` and the adapter's versions
-(``feedbackgym versions``). Needs the ``llm-train`` extra.
+(``feedbackgym versions``). Needs the ``llm-train`` extra. ``--env-url URL``
+trains on a ``feedbackgym serve-env`` server's env instead of ``--env``: its
+sessions play the episodes, and the run's controller drives their feedback
+(the ``server`` extra too).
 """
 
 from __future__ import annotations
@@ -38,7 +41,11 @@ def add_commands(commands: Any) -> None:
     parser = commands.add_parser(
         "train-llm", help="train a language model by GRPO (LoRA), hints and reviews in its prompt"
     )
-    parser.add_argument("--env", dest="env_id", required=True, help="an env with a text mode")
+    env = parser.add_mutually_exclusive_group(required=True)
+    env.add_argument("--env", dest="env_id", help="an env with a text mode")
+    env.add_argument(
+        "--env-url", metavar="URL", help="a feedbackgym serve-env server to train on instead"
+    )
     parser.add_argument("--rounds", type=positive_int, required=True, help="GRPO steps")
     parser.add_argument(
         "--arm", default="guide-then-review+shaping", choices=ARMS, help="who speaks when"
@@ -132,7 +139,13 @@ def _cmd_train_llm(args: argparse.Namespace) -> int:
     from feedbackgym.training.llm.run_llm import train_llm_run
 
     env_kwargs = parse_kwargs(args.kwarg)
-    make_env(args.env_id, env_kwargs).close()  # a clear error for an unknown id, before the run
+    if args.env_url is not None:
+        from feedbackgym.serving.remote_env import server_settings
+
+        served = server_settings(args.env_url)  # no server there: one line, before the run
+        args.env_id, env_kwargs = served["env_id"], {**served["env_kwargs"], **env_kwargs}
+    else:
+        make_env(args.env_id, env_kwargs).close()  # an unknown id: one line, before the run
     config = LLMRunConfig(
         env_id=args.env_id,
         arm=args.arm,
@@ -163,6 +176,7 @@ def _cmd_train_llm(args: argparse.Namespace) -> int:
         feedback_file=args.config,
         feedback_overrides=llm_feedback_overrides(args),
         env_kwargs=env_kwargs,
+        env_url=args.env_url,
     )
     print(f"train-llm: {config.model} on {config.env_id}, arm {config.arm}", flush=True)
     state = train_llm_run(

@@ -26,9 +26,10 @@ learns only from groups whose returns differ; on the sparse reward alone a weak 
 groups are mostly all failures)."""
 
 LLM_RESUMABLE_CHANGES = frozenset(
-    {"total_rounds", "out_dir", "device", "cpu_threads", "keep_checkpoints"}
+    {"total_rounds", "out_dir", "device", "cpu_threads", "keep_checkpoints", "env_url"}
 )
-"""The settings a resumed run may change: its length, where it lives and runs, what it keeps."""
+"""The settings a resumed run may change: its length, where it lives and runs (a served env's
+address too), what it keeps."""
 
 _TEXT_CHANNELS = {"guide": {"channels": ["info"]}, "review": {"channels": ["info"]}}
 """A language model reads hints and reviews as words: they stay in ``info`` (the arms'
@@ -76,6 +77,10 @@ class LLMRunConfig(ArmFeedback):
         feedback_overrides: ``{section: {field: value}}`` on top of every config read.
         env_kwargs: More keyword arguments for ``gym.make``.
         restart_demos: Unused by this trainer (restarts need env snapshots a chat cannot resume).
+        env_url: A ``feedbackgym serve-env`` server to train on instead of a local env
+            (``env_id`` is the env it serves): its sessions play the episodes and the
+            validations, the run's controller drives their feedback through each reset,
+            and the server's env keyword arguments (its time limit too) apply.
     """
 
     env_id: str
@@ -118,6 +123,7 @@ class LLMRunConfig(ArmFeedback):
     feedback_overrides: dict[str, Any] = field(default_factory=dict)
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     restart_demos: int = 0
+    env_url: str | None = None
 
     def __post_init__(self) -> None:
         checked_keep_checkpoints(self.keep_checkpoints)
@@ -138,6 +144,8 @@ class LLMRunConfig(ArmFeedback):
         check_turns(self.turns)
         if self.restart_demos:
             raise ValueError("restart_demos: the LLM trainer has no restarts")
+        if self.env_url is not None and self.record:
+            raise ValueError("record: a served env's episodes are recorded where it runs, not here")
         self.arm_config(self.feedback)  # checks the arm and the overrides before the run starts
 
     @property

@@ -349,7 +349,9 @@ def train_llm_run(
         from feedbackgym.datasets import TrajectoryStore
 
         store = TrajectoryStore(run_dir / "trajectories")
-    env = eval_env = writer = None
+    env: Any = None
+    eval_env: Any = None
+    writer = None
     try:
         chat = load_chat_model(
             config.model,
@@ -357,12 +359,17 @@ def train_llm_run(
             lora=LoraSettings(config.lora_rank, config.lora_alpha),
             device=device,
         )
-        env = make(config.env_id, controller.config, record=store, **config.env_arguments())
-        eval_env = make(
-            config.env_id,
-            controller.config,
-            **evaluation_kwargs(config.env_id, config.env_arguments()),
-        )
+        if config.env_url is not None:  # the server's sessions: its stack, our controller
+            from feedbackgym.serving.remote_env import RemoteEnv
+
+            env, eval_env = RemoteEnv(config.env_url), RemoteEnv(config.env_url)
+        else:
+            env = make(config.env_id, controller.config, record=store, **config.env_arguments())
+            eval_env = make(
+                config.env_id,
+                controller.config,
+                **evaluation_kwargs(config.env_id, config.env_arguments()),
+            )
         book = AdapterRounds(config, controller, eval_env, chat, progress=progress)
         checkpoint = None
         if first_round > 0:

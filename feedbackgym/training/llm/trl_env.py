@@ -185,11 +185,15 @@ class FeedbackEnvironments:
 
     def __call__(self) -> FeedbackEpisode:
         """A new environment instance (its env attached to the controller)."""
-        env = make(self.env_id, self.controller.config, **self.env_kwargs)
+        env = self.make_env()
         self.controller.attach(env)
         episode = FeedbackEpisode(self, env)
         self._instances.append(episode)
         return episode
+
+    def make_env(self) -> Any:
+        """A new instance's env: the arm's stack on the text env (a subclass may serve it)."""
+        return make(self.env_id, self.controller.config, **self.env_kwargs)
 
     def memory(self, seed: int) -> ReviewMemory:
         """The reviews of earlier attempts at ``seed``."""

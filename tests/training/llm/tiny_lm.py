@@ -11,7 +11,7 @@ from pathlib import Path
 SPECIALS = ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>"]
 
 
-def _words(env_id):
+def _words(env_id, seeds=range(3)):
     import gymnasium as gym
 
     from feedbackgym.chat import PromptTemplate
@@ -19,7 +19,7 @@ def _words(env_id):
     env = gym.make(env_id, obs_mode="text")
     texts = [PromptTemplate.load("agent").system.template, "user model Hint Reviews"]
     texts += list(env.unwrapped.action_meanings)
-    for seed in range(3):
+    for seed in seeds:
         obs, info = env.reset(seed=seed)
         texts.append(obs)
         for _ in range(6):
@@ -33,19 +33,26 @@ def _words(env_id):
 
 
 def save_tiny_model(
-    folder, env_id="feedbackgym/OpsIncidentEasy-v0", *, hidden=32, layers=2, init_range=0.02
+    folder,
+    env_id="feedbackgym/OpsIncidentEasy-v0",
+    *,
+    hidden=32,
+    layers=2,
+    init_range=0.02,
+    seeds=range(3),
 ):
     """Writes a tiny ``Gemma3ForCausalLM`` and its tokenizer to ``folder``; returns it.
 
     ``init_range`` is the weights' initial standard deviation: the tied output
     layer's logits span about ``init_range * hidden``, so a LoRA adapter (which
-    leaves that layer as it is) can fit the replies only with a wider one.
+    leaves that layer as it is) can fit the replies only with a wider one. The
+    vocabulary has the words of the episodes at ``seeds`` (OpsIncident-v1's services vary).
     """
     import torch
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import Gemma3ForCausalLM, Gemma3TextConfig, PreTrainedTokenizerFast
 
-    vocab = {token: i for i, token in enumerate(SPECIALS + _words(env_id))}
+    vocab = {token: i for i, token in enumerate(SPECIALS + _words(env_id, seeds))}
     model = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     model.pre_tokenizer = pre_tokenizers.Whitespace()
     tokenizer = PreTrainedTokenizerFast(
