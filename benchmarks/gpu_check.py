@@ -37,15 +37,15 @@ def main() -> int:
     config = PPOConfig(
         ENV_ID,
         "guide-then-review+shaping",
-        total_timesteps=args.steps,
-        num_envs=args.num_envs,
+        total_steps=args.steps,
+        n_envs=args.num_envs,
         device="cuda",
     )
     rounds: list[dict[str, float]] = []
     start = time.perf_counter()
     train(config, on_round=lambda _, metrics: rounds.append(metrics))
     wall = time.perf_counter() - start
-    steps = config.rounds * config.num_envs * config.num_steps
+    steps = config.rounds * config.n_envs * config.n_steps
     print(f"{torch.cuda.get_device_name()}: {steps} steps in {wall:.1f} s ({steps / wall:.0f}/s)")
     print(f"goal: 200k steps in under 5 minutes: {'met' if wall < 300 else 'missed'}")
     for key in ("gpu_util_percent", "gpu_memory_mb"):

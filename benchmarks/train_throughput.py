@@ -57,8 +57,8 @@ ENV_ID = "feedbackgym/OpsIncidentHard-v0"
 OVERLAP = {"overlap_update": True, "update_threads": 1}
 """The update in a worker process of one thread (three processes on two cores)."""
 COMPARE_UPDATE = {
-    "update_epochs": UPDATE_PRESETS["sb3"].n_epochs,
-    "num_minibatches": 8,
+    "n_epochs": UPDATE_PRESETS["sb3"].n_epochs,
+    "batch_size": 256,
     "update_threads": 1,
 }
 """The update of a ``compare --preset sb3`` run (SB3's 10 epochs of 256 samples, one thread)."""
@@ -119,9 +119,7 @@ def torch_rate(
     episodes a writer process beside the worker encodes, logs and seals.
     ``settings`` override :class:`PPOConfig`'s.
     """
-    config = PPOConfig(
-        ENV_ID, ARM, total_timesteps=steps, num_envs=num_envs, device="cpu", **settings
-    )
+    config = PPOConfig(ENV_ID, ARM, total_steps=steps, n_envs=num_envs, device="cpu", **settings)
     ends: list[float] = []
 
     def on_round(round_: int, metrics: dict[str, float]) -> None:
@@ -129,12 +127,12 @@ def torch_rate(
 
     if record is None:
         train(config, on_round=on_round)
-    elif config.workers and writer == "thread":
+    elif config.env_workers and writer == "thread":
         train(config, on_round=on_round, record=record)
     else:
         with TrajectoryStore(record, writer=writer) as store:
             train(config, on_round=on_round, record=store)
-    return (len(ends) - 1) * config.num_envs * config.num_steps / (ends[-1] - ends[0])
+    return (len(ends) - 1) * config.n_envs * config.n_steps / (ends[-1] - ends[0])
 
 
 def recorded_share_in_turn(
@@ -157,9 +155,7 @@ def recorded_share_in_turn(
     """
     from feedbackgym.training.torch_ppo.ppo import start_learner, train_rounds
 
-    config = PPOConfig(
-        ENV_ID, ARM, total_timesteps=steps, num_envs=num_envs, device="cpu", **settings
-    )
+    config = PPOConfig(ENV_ID, ARM, total_steps=steps, n_envs=num_envs, device="cpu", **settings)
     if config.rounds < 5:
         raise ValueError(f"{config.rounds} rounds give too few pairs: --steps for 5 or more")
     seconds: dict[bool, list[float]] = {False: [], True: []}
@@ -217,13 +213,13 @@ def main() -> None:
             ),
             **{
                 f"torch trainer, {w} env worker(s)": lambda r, w=w: torch_rate(
-                    args.steps, args.num_envs, None, workers=w
+                    args.steps, args.num_envs, None, env_workers=w
                 )
                 for w in (1, 2)
             },
             **{
                 f"torch, {w} env worker(s) + recorder": lambda r, w=w: torch_rate(
-                    args.steps, args.num_envs, f"{tmp}/w{w}-{r}", workers=w
+                    args.steps, args.num_envs, f"{tmp}/w{w}-{r}", env_workers=w
                 )
                 for w in (1, 2)
             },
@@ -237,28 +233,28 @@ def main() -> None:
                 args.steps, args.num_envs, f"{tmp}/ipo-{r}", "process", **OVERLAP
             ),
             "torch, 1 env worker, overlapped update": lambda r: torch_rate(
-                args.steps, args.num_envs, None, workers=1, **OVERLAP
+                args.steps, args.num_envs, None, env_workers=1, **OVERLAP
             ),
             "torch, 1 env worker + recorder, overlapped": lambda r: torch_rate(
-                args.steps, args.num_envs, f"{tmp}/o-{r}", workers=1, **OVERLAP
+                args.steps, args.num_envs, f"{tmp}/o-{r}", env_workers=1, **OVERLAP
             ),
             "torch trainer + writer process": lambda r: torch_rate(
                 args.steps, args.num_envs, f"{tmp}/p{r}", "process"
             ),
             **{
                 f"torch, {w} env worker(s) + writer process": lambda r, w=w: torch_rate(
-                    args.steps, args.num_envs, f"{tmp}/pw{w}-{r}", "process", workers=w
+                    args.steps, args.num_envs, f"{tmp}/pw{w}-{r}", "process", env_workers=w
                 )
                 for w in (1, 2)
             },
             "torch, 1 env worker + writer process, overlapped": lambda r: torch_rate(
-                args.steps, args.num_envs, f"{tmp}/po-{r}", "process", workers=1, **OVERLAP
+                args.steps, args.num_envs, f"{tmp}/po-{r}", "process", env_workers=1, **OVERLAP
             ),
             "compare's update, 1 env worker": lambda r: torch_rate(
-                args.steps, args.num_envs, None, workers=1, **COMPARE_UPDATE
+                args.steps, args.num_envs, None, env_workers=1, **COMPARE_UPDATE
             ),
             "compare's update, 1 env worker, overlapped": lambda r: torch_rate(
-                args.steps, args.num_envs, None, workers=1, **{**COMPARE_UPDATE, **OVERLAP}
+                args.steps, args.num_envs, None, env_workers=1, **{**COMPARE_UPDATE, **OVERLAP}
             ),
         }
         in_turn = {

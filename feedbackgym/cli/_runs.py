@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from typing import Any
 
-from feedbackgym.cli._helpers import fraction, positive_int
+from feedbackgym.cli._helpers import fraction, parse_kwargs, positive_int
 from feedbackgym.config import ExploreConfig, RelianceConfig
 from feedbackgym.core import HINT_LEVELS
 from feedbackgym.training.common.trainer_names import DEFAULT_TRAINER, TRAINERS
@@ -17,7 +18,7 @@ from feedbackgym.training.common.update_presets import (
 from feedbackgym.training.workers.env_groups import ENV_BACKENDS
 from feedbackgym.wrappers.shaping import TERMINAL_MODES
 
-__all__ = ["add_run_arguments", "feedback_overrides", "given_run_settings", "given_sections"]
+__all__ = ["add_run_arguments", "feedback_overrides", "given_sections", "run_settings"]
 
 _RELIANCE = RelianceConfig()
 """The reliance rule's defaults live in the config, for the help text."""
@@ -30,16 +31,12 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--trainer",
         choices=TRAINERS,
-        default=DEFAULT_TRAINER,
-        help="the torch trainer or SB3's PPO (default %(default)s)",
+        help=f"the torch trainer or SB3's PPO (default {DEFAULT_TRAINER})",
     )
-    parser.add_argument(
-        "--device", default="auto", help="auto (CUDA when present), cuda or cpu (default auto)"
-    )
+    parser.add_argument("--device", help="auto (CUDA when present), cuda or cpu (default auto)")
     parser.add_argument(
         "--env-workers",
         type=int,
-        default=0,
         metavar="N",
         help="torch trainer: worker processes that step the envs while the learner acts "
         "(default 0: in the learner's process, or for web and code envs one per env up to 4; "
@@ -48,7 +45,6 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--env-backend",
         choices=ENV_BACKENDS,
-        default="processes",
         help="where the training envs live: on this machine (default) or in Ray actors spread "
         "over the cluster's nodes, --env-workers of them (default 2, 4 for web and code envs; "
         "needs the ray extra)",
@@ -56,13 +52,13 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--env-actor-cpus",
         type=float,
-        default=1.0,
         metavar="N",
-        help="CPUs each env actor asks for with --env-backend ray (default %(default)s)",
+        help="CPUs each env actor asks for with --env-backend ray (default 1)",
     )
     parser.add_argument(
         "--overlap-update",
         action="store_true",
+        default=None,
         help="torch trainer: train each round in a worker process while the next is "
         "collected with the weights before that update (one update stale)",
     )
@@ -82,11 +78,12 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "--batch-size", type=positive_int, metavar="N", help="samples per minibatch"
     )
     parser.add_argument("--learning-rate", type=float, metavar="LR", help="Adam's step size")
-    parser.add_argument("--bc-episodes", type=int, default=0, help="behaviour-cloning warm-up")
+    parser.add_argument(
+        "--bc-episodes", type=int, metavar="N", help="behaviour-cloning warm-up (default 0)"
+    )
     parser.add_argument(
         "--restart-demos",
         type=int,
-        default=0,
         metavar="N",
         help="restart training episodes backwards along N expert episodes (the ones "
         "--bc-episodes clones), moving each start back as success from it rises",
@@ -121,7 +118,10 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         help="hold the guide while training success is under this (default 0.3; 0: off)",
     )
     parser.add_argument(
-        "--record", action="store_true", help="record every training episode (HDF5 store)"
+        "--record",
+        action="store_true",
+        default=None,
+        help="record every training episode (HDF5 store)",
     )
     parser.add_argument(
         "--switch-at", type=fraction, help="where the fade starts, as a fraction (default 0.4)"
@@ -165,18 +165,21 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--anneal-lr",
         action="store_true",
+        default=None,
         help="decay PPO's learning rate linearly to 0 over each run (default: constant)",
     )
     parser.add_argument(
         "--no-review-credit",
         dest="review_credit",
         action="store_false",
+        default=None,
         help="review arms: leave the reviews' credit out of the rewards the learner trains on "
         "(default: added; an ablation)",
     )
     parser.add_argument(
         "--time-limit-terminal",
         action="store_true",
+        default=None,
         help="treat episodes cut off by the time limit as ended, not bootstrapped (default: "
         "bootstrapped, SB3's way)",
     )
@@ -191,20 +194,32 @@ def _preset_text(name: str) -> str:
     )
 
 
-def given_run_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """The run settings whose flags were given (the others keep the config's defaults).
+def run_settings(
+    args: argparse.Namespace, defaults: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The run config's fields that the run flags give, over ``defaults``.
 
-    A ``--preset`` gives its five settings; their own flags go over it.
+    The one mapping from ``compare``'s and ``train``'s flags to
+    :class:`~feedbackgym.training.common.run_settings.RunConfig`'s fields. A flag
+    not given leaves the field to ``defaults`` (``compare --quick``'s), else to the
+    config's default. A ``--preset`` gives its five settings; their own flags go over
+    it. ``--kwarg`` and the feedback flags go over the defaults' ``env_kwargs`` and
+    ``feedback_overrides`` key by key.
 
     Example:
         >>> parser = argparse.ArgumentParser()
         >>> add_run_arguments(parser)
-        >>> given_run_settings(parser.parse_args(["--eval-episodes", "5"]))
-        {'eval_episodes': 5}
-        >>> given_run_settings(parser.parse_args(["--preset", "sb3", "--epochs", "3"]))["n_epochs"]
+        >>> run_settings(parser.parse_args(["--eval-episodes", "5", "--record"]))
+        {'eval_episodes': 5, 'record': True}
+        >>> run_settings(parser.parse_args(["--preset", "sb3", "--epochs", "3"]))["n_epochs"]
         3
+        >>> quick = {"time_limit_terminal": True, "feedback_overrides": {"guide": {"every": 4}}}
+        >>> run_settings(parser.parse_args(["--gamma", "0.9"]), quick)
+        {'time_limit_terminal': True, 'feedback_overrides': {'guide': {'every': 4}, \
+'shaping': {'gamma': 0.9}}}
     """
-    settings = preset_settings(args.preset) if args.preset else {}
+    settings = dict(defaults or {})
+    settings.update(preset_settings(args.preset) if args.preset else {})
     flags = {
         "n_envs": args.n_envs,
         "n_steps": args.n_steps,
@@ -214,8 +229,31 @@ def given_run_settings(args: argparse.Namespace) -> dict[str, Any]:
         "keep_checkpoints": args.keep_checkpoints,
         "eval_every": args.eval_every,
         "eval_episodes": args.eval_episodes,
+        "bc_episodes": args.bc_episodes,
+        "restart_demos": args.restart_demos,
+        "feedback_file": args.config,
+        "record": args.record,
+        "anneal_lr": args.anneal_lr,
+        "time_limit_terminal": args.time_limit_terminal,
+        "review_credit": args.review_credit,
+        "trainer": args.trainer,
+        "device": args.device,
+        "env_workers": args.env_workers,
+        "env_backend": args.env_backend,
+        "env_actor_cpus": args.env_actor_cpus,
+        "overlap_update": args.overlap_update,
     }
     settings.update({name: value for name, value in flags.items() if value is not None})
+    env_kwargs = parse_kwargs(args.kwarg)
+    if env_kwargs:
+        settings["env_kwargs"] = {**settings.get("env_kwargs", {}), **env_kwargs}
+    overrides = {
+        section: dict(values) for section, values in settings.get("feedback_overrides", {}).items()
+    }
+    for section, values in feedback_overrides(args).items():
+        overrides[section] = {**overrides.get(section, {}), **values}
+    if overrides:
+        settings["feedback_overrides"] = overrides
     return settings
 
 

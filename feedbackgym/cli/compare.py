@@ -17,8 +17,8 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from feedbackgym.cli._helpers import CommandError, make_env, parse_kwargs, positive_int
-from feedbackgym.cli._runs import add_run_arguments, feedback_overrides, given_run_settings
+from feedbackgym.cli._helpers import CommandError, make_env, positive_int
+from feedbackgym.cli._runs import add_run_arguments, run_settings
 from feedbackgym.config import BASE_ARMS
 
 if TYPE_CHECKING:
@@ -141,38 +141,22 @@ def _comparison_config(args: argparse.Namespace) -> ComparisonConfig:
     """
     from feedbackgym.training.experiments.compare import QUICK, ComparisonConfig
 
-    settings: dict[str, Any] = dict(QUICK) if args.quick else {}
-    given = {
+    quick = dict(QUICK) if args.quick else {}
+    given: dict[str, Any] = {
         "env_id": args.env_id,
         "arms": args.arms.split(",") if args.arms else None,
         "seeds": args.seeds,
         "steps": args.steps,
     }
-    settings.update({k: v for k, v in given.items() if v is not None})
-    settings.update(given_run_settings(args))  # over --quick's too
-    missing = [k for k in ("env_id", "arms", "seeds", "steps") if k not in settings]
+    from_quick = {k: quick.pop(k, None) for k in given}  # the rest are run settings
+    comparison: dict[str, Any] = {k: from_quick[k] if given[k] is None else given[k] for k in given}
+    missing = [k for k, value in comparison.items() if value is None]
     if missing:
         raise CommandError(f"give --{' --'.join(missing).replace('env_id', 'env')} or --quick")
-    make_env(settings["env_id"], {}).close()  # a clear error for an unknown id, before any run
+    settings = run_settings(args, quick)  # the flags over --quick's settings
+    make_env(comparison["env_id"], settings.get("env_kwargs", {})).close()  # an unknown id
     return ComparisonConfig(
-        out=args.out,
-        jobs=args.jobs or (2 if args.quick else 1),
-        bc_episodes=args.bc_episodes,
-        restart_demos=args.restart_demos,
-        env_kwargs=parse_kwargs(args.kwarg),
-        feedback_file=args.config,
-        feedback_overrides=feedback_overrides(args),
-        record=args.record,
-        anneal_lr=args.anneal_lr,
-        time_limit_terminal=args.time_limit_terminal,
-        review_credit=args.review_credit,
-        trainer=args.trainer,
-        device=args.device,
-        env_workers=args.env_workers,
-        env_backend=args.env_backend,
-        env_actor_cpus=args.env_actor_cpus,
-        overlap_update=args.overlap_update,
-        **settings,
+        out=args.out, jobs=args.jobs or (2 if args.quick else 1), **comparison, **settings
     )
 
 

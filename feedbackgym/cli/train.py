@@ -15,8 +15,8 @@ import argparse
 import json
 from typing import Any
 
-from feedbackgym.cli._helpers import make_env, parse_kwargs, positive_int
-from feedbackgym.cli._runs import add_run_arguments, feedback_overrides, given_run_settings
+from feedbackgym.cli._helpers import make_env, positive_int
+from feedbackgym.cli._runs import add_run_arguments, run_settings
 from feedbackgym.schedules import ARMS
 
 __all__ = ["add_commands"]
@@ -44,30 +44,15 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from feedbackgym.training.common.run_settings import RunConfig
     from feedbackgym.training.experiments.launch import train_run
 
-    env_kwargs = parse_kwargs(args.kwarg)
-    make_env(args.env_id, env_kwargs).close()  # a clear error for an unknown id, before the run
+    settings = run_settings(args)
+    make_env(args.env_id, settings.get("env_kwargs", {})).close()  # an unknown id: before the run
     config = RunConfig(
         env_id=args.env_id,
         arm=args.arm,
         seed=args.seed,
         total_steps=args.steps,
         out_dir=args.out,
-        bc_episodes=args.bc_episodes,
-        restart_demos=args.restart_demos,
-        feedback_file=args.config,
-        feedback_overrides=feedback_overrides(args),
-        env_kwargs=env_kwargs,
-        record=args.record,
-        anneal_lr=args.anneal_lr,
-        time_limit_terminal=args.time_limit_terminal,
-        review_credit=args.review_credit,
-        trainer=args.trainer,
-        device=args.device,
-        env_workers=args.env_workers,
-        env_backend=args.env_backend,
-        env_actor_cpus=args.env_actor_cpus,
-        overlap_update=args.overlap_update,
-        **given_run_settings(args),
+        **settings,
     )
     state = train_run(config, resume=args.resume)
     summary = {key: state.get(key) for key in ("round", "timesteps", "best_success", "alerts")}

@@ -7,7 +7,7 @@ and plots the curves.
 Outputs in ``--out``::
 
     config.json        the full comparison config
-    runs/ARM-seedS/    each run (see feedbackgym.training.sb3.run_sb3): TensorBoard logs,
+    runs/ARM-seedS/    each run (see feedbackgym.training.common.run_files): TensorBoard logs,
                        curve.csv, versioned checkpoints, state.json, run.log (its
                        reward-drop alerts, kept out of the progress bar)
     results.csv        per arm: success (IQM and mean, bootstrap 95% CIs), steps to 50% / 80%,
@@ -25,17 +25,15 @@ import queue
 import sys
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from feedbackgym._process import exit_with_parent
-from feedbackgym.config import FeedbackConfig, load_config
+from feedbackgym.config import load_config
 from feedbackgym.schedules import ARMS, TWO_PHASE_ARMS
-from feedbackgym.training.common.arms import checked_keep_checkpoints, rounds_for
-from feedbackgym.training.common.run_settings import RunConfig, config_json
-from feedbackgym.training.common.trainer_names import DEFAULT_TRAINER
-from feedbackgym.training.common.update_presets import DEFAULT_PRESET, UPDATE_PRESETS
+from feedbackgym.training.common.run_files import read_state
+from feedbackgym.training.common.run_settings import RunConfig
 from feedbackgym.training.experiments.report import write_report
 
 if TYPE_CHECKING:
@@ -43,109 +41,101 @@ if TYPE_CHECKING:
 
 __all__ = ["ComparisonConfig", "QUICK", "run_comparison"]
 
-_DEFAULT = UPDATE_PRESETS[DEFAULT_PRESET]
-"""Where a comparison's rollout and update settings come from unless given."""
 
-
-@dataclass
 class ComparisonConfig:
-    """A comparison: which env, arms, seeds and budget, and one feedback config for all arms.
+    """A comparison: which env, arms, seeds and budget, and the settings every run shares.
 
-    Attributes:
+    The settings are those of one run (:class:`~feedbackgym.training.common.run_settings.RunConfig`,
+    written there once): :attr:`base` holds them, and each run is the base with
+    its own arm, seed and directory (:meth:`run_configs`).
+
+    Args:
         env_id: The env.
         arms: Arms to compare (see :data:`feedbackgym.schedules.ARMS`); each
-            run's config is its arm's preset on the comparison's config.
+            run's config is its arm's preset on the comparison's feedback config.
         seeds: Seeds per arm.
         steps: Env steps per run.
         out: Output directory.
         jobs: Runs in parallel (processes; on Ray the cluster's resources decide).
-        n_envs: Envs per run. This and the next four default to the
-            :data:`~feedbackgym.training.common.update_presets.DEFAULT_PRESET`'s
-            values; ``UPDATE_PRESETS["sb3"].settings()`` gives SB3's update.
-        n_steps: Steps per env per round.
-        n_epochs: Passes over each round's rollout.
-        batch_size: Samples per minibatch of the update.
-        learning_rate: PPO's learning rate.
-        eval_every: Rounds between validations (``None``: about 15 per run).
-        eval_episodes: Validation seeds per validation.
-        bc_episodes: Expert episodes for a behaviour-cloning warm-up (0: none).
-        restart_demos: Expert episodes each run restarts backwards along (0:
-            none; see :class:`~feedbackgym.training.common.run_settings.RunConfig`).
-        feedback: The feedback config (see :class:`~feedbackgym.config.FeedbackConfig`;
-            ``shaping.gamma`` is also PPO's discount).
-        feedback_file: A YAML/TOML config file every run follows instead of
-            ``feedback``: a valid edit applies to every env of every run at its
-            next round.
-        feedback_overrides: ``{section: {field: value}}`` applied on top of the
-            file (or of ``feedback``), as command-line flags do.
-        env_kwargs: Keyword arguments for ``gym.make``.
-        record: Record every training episode in each run's ``trajectories/``.
-        keep_checkpoints: Round checkpoints kept per run, the newest (0: every one;
-            each run's ``best.zip`` is always kept).
-        anneal_lr: Decay PPO's learning rate linearly to 0 over each run.
-        time_limit_terminal: Let PPO treat time-limit cut-offs as ends (no bootstrap).
-        review_credit: Add the reviews' credit to the rewards the learner trains on
-            (review arms; ``False`` for the ablation without it).
-        trainer: ``"torch"`` (the default) or ``"sb3"`` (see
-            :class:`~feedbackgym.training.common.run_settings.RunConfig`).
-        device: ``"auto"`` (CUDA when present), ``"cuda"`` or ``"cpu"``.
-        env_workers: The torch trainer's env worker processes per run (see
-            :class:`~feedbackgym.training.common.run_settings.RunConfig`).
-        overlap_update: The torch trainer's update in a worker process, overlapping
-            the next round's collection (see
-            :class:`~feedbackgym.training.common.run_settings.RunConfig`).
-        env_backend: Where each run's envs live, ``"processes"`` or ``"ray"`` (Ray
-            actors; see :class:`~feedbackgym.training.common.run_settings.RunConfig`).
-        env_actor_cpus: CPUs each env actor asks for (``env_backend="ray"``).
+        **settings: Any other field of ``RunConfig`` (``n_envs``, ``learning_rate``,
+            ``feedback``, ``feedback_file``, ``record``, ``trainer``, ...), with its
+            default there, except ``eval_every``: about 15 validations per run
+            unless given.
+
+    Attributes:
+        arms: The arms.
+        seeds: Seeds per arm.
+        out: The output directory.
+        jobs: Runs in parallel.
+        base: The settings every run shares (its ``arm`` is the first arm's, its
+            ``seed`` 0 and its ``out_dir`` the comparison's: each run has its own).
+
+    Raises:
+        ValueError: An unknown arm or run setting, or a budget below one round.
+        ConfigError: A bad feedback setting or config file.
+
+    Example:
+        >>> config = ComparisonConfig(
+        ...     "feedbackgym/OpsIncidentEasy-v1", ["sparse", "shaping"], 2, 4096, "out", n_envs=4
+        ... )
+        >>> config.base.n_envs, config.rounds, config.base.eval_every
+        (4, 8, 1)
+        >>> ComparisonConfig("feedbackgym/OpsIncidentEasy-v1", ["sparse"], 1, 4096, "out", lr=1)
+        Traceback (most recent call last):
+        ...
+        ValueError: unknown run settings: lr (a comparison takes RunConfig's fields)
     """
 
-    env_id: str
-    arms: list[str]
-    seeds: int
-    steps: int
-    out: str
-    jobs: int = 1
-    n_envs: int = _DEFAULT.n_envs
-    n_steps: int = _DEFAULT.n_steps
-    n_epochs: int = _DEFAULT.n_epochs
-    batch_size: int = _DEFAULT.batch_size
-    learning_rate: float = _DEFAULT.learning_rate
-    eval_every: int | None = None
-    eval_episodes: int = 30
-    bc_episodes: int = 0
-    restart_demos: int = 0
-    feedback: FeedbackConfig = field(default_factory=FeedbackConfig)
-    feedback_file: str | None = None
-    feedback_overrides: dict[str, Any] = field(default_factory=dict)
-    env_kwargs: dict[str, Any] | None = None
-    record: bool = False
-    keep_checkpoints: int = 5
-    anneal_lr: bool = False
-    time_limit_terminal: bool = False
-    review_credit: bool = True
-    trainer: str = DEFAULT_TRAINER
-    device: str = "auto"
-    env_workers: int = 0
-    overlap_update: bool = False
-    env_backend: str = "processes"
-    env_actor_cpus: float = 1.0
-
-    def __post_init__(self) -> None:
-        unknown = [a for a in self.arms if a not in ARMS]
-        if unknown or not self.arms:
+    def __init__(
+        self,
+        env_id: str,
+        arms: list[str],
+        seeds: int,
+        steps: int,
+        out: str,
+        jobs: int = 1,
+        **settings: Any,
+    ) -> None:
+        unknown = [a for a in arms if a not in ARMS]
+        if unknown or not arms:
             raise ValueError(f"unknown arms {unknown}; choose from {', '.join(ARMS)}")
-        if self.seeds < 1 or self.steps < self.n_envs * self.n_steps or self.jobs < 1:
+        own = {"env_id", "arm", "seed", "total_steps", "out_dir"}
+        odd = sorted(settings.keys() - ({f.name for f in fields(RunConfig)} - own))
+        if odd:
+            raise ValueError(
+                f"unknown run settings: {', '.join(odd)} (a comparison takes RunConfig's fields)"
+            )
+        self.arms = list(arms)
+        self.seeds = seeds
+        self.out = out
+        self.jobs = jobs
+        base = RunConfig(
+            env_id=env_id, arm=self.arms[0], seed=0, total_steps=steps, out_dir=out, **settings
+        )
+        if seeds < 1 or steps < base.n_envs * base.n_steps or jobs < 1:
             raise ValueError(
                 "need seeds >= 1, jobs >= 1 and steps >= n_envs * n_steps "
-                f"({self.n_envs * self.n_steps})"
+                f"({base.n_envs * base.n_steps})"
             )
-        self.run_configs()  # checks the feedback settings before any run starts
-        checked_keep_checkpoints(self.keep_checkpoints)
+        if "eval_every" not in settings:
+            base = replace(base, eval_every=max(1, base.rounds // 15))
+        self.base = base
+        self.run_configs()  # checks every arm's feedback settings before any run starts
+
+    @property
+    def env_id(self) -> str:
+        """The env."""
+        return self.base.env_id
+
+    @property
+    def steps(self) -> int:
+        """Env steps per run."""
+        return self.base.total_steps
 
     @property
     def rounds(self) -> int:
         """Training rounds per run."""
-        return rounds_for(self.steps, self.n_envs, self.n_steps)
+        return self.base.rounds
 
     def planned_switch(self) -> tuple[float, float] | None:
         """Env steps where the two-phase arms' switch and fade end are planned.
@@ -155,14 +145,15 @@ class ComparisonConfig:
         two_phase = [run for run in self.run_configs() if run.arm in TWO_PHASE_ARMS]
         if not two_phase:
             return None
-        base = load_config(self.feedback_file) if self.feedback_file else self.feedback
-        schedule = two_phase[0].arm_config(base).schedule
-        steps_per_round = self.n_envs * self.n_steps
+        base = self.base
+        feedback = load_config(base.feedback_file) if base.feedback_file else base.feedback
+        schedule = two_phase[0].arm_config(feedback).schedule
+        steps_per_round = base.n_envs * base.n_steps
         switch = schedule.switch_at * self.rounds * steps_per_round
         return switch, switch + schedule.fade_length * steps_per_round
 
-    def run_configs(self) -> list[Any]:
-        """One :class:`~feedbackgym.training.sb3.run_sb3.RunConfig` per arm and seed, seed by seed.
+    def run_configs(self) -> list[RunConfig]:
+        """One run config per arm and seed, seed by seed: the base with its arm, seed and directory.
 
         Every arm's run of seed 0 comes before any run of seed 1, and so on: runs
         start in this order, so a comparison stopped part-way has the same seeds
@@ -174,51 +165,35 @@ class ComparisonConfig:
 
         Example:
             >>> config = ComparisonConfig(
-            ...     "feedbackgym/OpsIncidentEasy-v0", ["sparse", "shaping"], 2, 4096, "out"
+            ...     "feedbackgym/OpsIncidentEasy-v1", ["sparse", "shaping"], 2, 4096, "out"
             ... )
-            >>> [(run.arm, run.seed) for run in config.run_configs()]
-            [('sparse', 0), ('shaping', 0), ('sparse', 1), ('shaping', 1)]
+            >>> [(run.arm, run.seed, run.out_dir) for run in config.run_configs()][1:3]
+            [('shaping', 0, 'out/runs/shaping-seed0'), ('sparse', 1, 'out/runs/sparse-seed1')]
         """
-        eval_every = self.eval_every or max(1, self.rounds // 15)
         return [
-            RunConfig(
-                env_id=self.env_id,
+            replace(
+                self.base,
                 arm=arm,
                 seed=seed,
-                total_steps=self.steps,
                 out_dir=str(Path(self.out) / "runs" / f"{arm}-seed{seed}"),
-                n_envs=self.n_envs,
-                n_steps=self.n_steps,
-                n_epochs=self.n_epochs,
-                batch_size=self.batch_size,
-                learning_rate=self.learning_rate,
-                eval_every=eval_every,
-                eval_episodes=self.eval_episodes,
-                bc_episodes=self.bc_episodes,
-                restart_demos=self.restart_demos,
-                feedback=self.feedback,
-                feedback_file=self.feedback_file,
-                feedback_overrides=dict(self.feedback_overrides),
-                env_kwargs=dict(self.env_kwargs or {}),
-                record=self.record,
-                keep_checkpoints=self.keep_checkpoints,
-                anneal_lr=self.anneal_lr,
-                time_limit_terminal=self.time_limit_terminal,
-                review_credit=self.review_credit,
-                trainer=self.trainer,
-                device=self.device,
-                env_workers=self.env_workers,
-                overlap_update=self.overlap_update,
-                env_backend=self.env_backend,
-                env_actor_cpus=self.env_actor_cpus,
+                feedback_overrides=dict(self.base.feedback_overrides),
+                env_kwargs=dict(self.base.env_kwargs),
             )
             for seed in range(self.seeds)
             for arm in self.arms
         ]
 
     def to_json(self) -> str:
-        """The comparison as JSON (``config.json`` of its output directory)."""
-        return config_json(self)
+        """The comparison as JSON (``config.json`` of its output directory).
+
+        The settings every run shares, as a run's ``config.json`` writes them, and
+        the comparison's own: ``arms``, ``seeds``, ``out`` and ``jobs``.
+        """
+        shared = json.loads(self.base.to_json())
+        for own in ("arm", "seed", "out_dir"):
+            del shared[own]
+        data = {"arms": self.arms, "seeds": self.seeds, "out": self.out, "jobs": self.jobs}
+        return json.dumps({**shared, **data}, indent=2, sort_keys=True)
 
 
 QUICK = {
@@ -351,8 +326,7 @@ def _alert_lines(runs: list[Any]) -> list[str]:
     """One line per run whose reward-drop alert fired: the rounds (its ``state.json``)."""
     lines = []
     for run in runs:
-        path = Path(run.out_dir) / "state.json"
-        fired = json.loads(path.read_text()).get("alerts") if path.exists() else None
+        fired = read_state(Path(run.out_dir)).get("alerts")
         if fired:
             rounds = ", ".join(str(r) for r in fired)
             lines.append(
@@ -364,8 +338,7 @@ def _alert_lines(runs: list[Any]) -> list[str]:
 
 def _steps_done(run_dir: str) -> int:
     """Env steps a run has already done (from its ``state.json``; 0 when it has none)."""
-    path = Path(run_dir) / "state.json"
-    return int(json.loads(path.read_text()).get("timesteps", 0)) if path.exists() else 0
+    return int(read_state(Path(run_dir)).get("timesteps", 0))
 
 
 def _progress_bar(total: int, show: bool) -> Any:

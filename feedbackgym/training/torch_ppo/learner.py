@@ -33,13 +33,13 @@ class Rollout:
     :meth:`Learner.update` moves the round to the device once.
 
     Args:
-        num_steps: Steps per env per round.
-        num_envs: Envs.
+        n_steps: Steps per env per round.
+        n_envs: Envs.
         obs_size: Width of the flat observation.
     """
 
-    def __init__(self, num_steps: int, num_envs: int, obs_size: int):
-        shape = (num_steps, num_envs)
+    def __init__(self, n_steps: int, n_envs: int, obs_size: int):
+        shape = (n_steps, n_envs)
         self.obs = np.zeros((*shape, obs_size), np.float32)
         self.actions = np.zeros(shape, np.int64)
         self.logprobs = np.zeros(shape, np.float32)
@@ -84,18 +84,18 @@ class Learner:
         obs_size = int(np.prod(envs.single_observation_space.shape))
         text_length = config.text_length if config.use_text else 0
         n_actions = int(envs.single_action_space.n)
-        self.agent = Agent(obs_size, n_actions, config.hidden, text_length).to(device)
+        self.agent = Agent(obs_size, n_actions, config.net_arch[0], text_length).to(device)
         self.optimizer = make_optimizer(self.agent, config.learning_rate)
         self.learning_rate = config.learning_rate
         self._losses: dict[str, float] = {}
         self.updater: UpdateWorker | None = None
         """With ``overlap_update``, where the update runs from the first on: from then on it
         owns the trained weights and the optimizer (``optimizer`` is left behind)."""
-        self.buffer = Rollout(config.num_steps, config.num_envs, obs_size)
+        self.buffer = Rollout(config.n_steps, config.n_envs, obs_size)
         self.next_obs: np.ndarray | None = None
-        self._returns = np.zeros(config.num_envs)
-        self._episode = np.zeros(config.num_envs, np.int64)
-        self._episode_step = np.zeros(config.num_envs, np.int64)
+        self._returns = np.zeros(config.n_envs)
+        self._episode = np.zeros(config.n_envs, np.int64)
+        self._episode_step = np.zeros(config.n_envs, np.int64)
         self.episode_returns: list[float] = []
         """Env returns (without shaping) of the last 100 finished episodes."""
         self.episode_successes: list[bool] = []
@@ -116,7 +116,7 @@ class Learner:
         their workers), the learner records another's last step and picks its
         next actions (:meth:`~feedbackgym.training.workers.env_groups.EnvWorkers.step_wait_any`). A
         slow
-        step holds up only its own group; each group plays ``num_steps`` steps
+        step holds up only its own group; each group plays ``n_steps`` steps
         in order, so every env's column of the round is its own trajectory. Each
         group draws its actions from its own generator, seeded from torch's at
         the round's start, so the round does not depend on which group
@@ -137,7 +137,7 @@ class Learner:
             rows = groups[group]
             self._record(played[group], rows, step)
             played[group] += 1
-            if played[group] < self.config.num_steps:
+            if played[group] < self.config.n_steps:
                 self._act(policy, played[group], group, rows, draws[group])
             else:
                 stepping -= 1
@@ -200,8 +200,8 @@ class Learner:
             next_value = self.agent.value(next_obs).cpu().numpy()
         advantages = np.zeros_like(buffer.rewards)
         last = np.zeros_like(next_value)
-        for t in reversed(range(self.config.num_steps)):
-            following = next_value if t == self.config.num_steps - 1 else buffer.values[t + 1]
+        for t in reversed(range(self.config.n_steps)):
+            following = next_value if t == self.config.n_steps - 1 else buffer.values[t + 1]
             not_done = 1.0 - buffer.dones[t]
             delta = buffer.rewards[t] + gamma * following * not_done - buffer.values[t]
             last = delta + gamma * lam * not_done * last

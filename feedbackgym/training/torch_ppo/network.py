@@ -148,10 +148,10 @@ class FusedPolicy:
 
 @dataclass(frozen=True)
 class UpdateSettings:
-    """How :func:`ppo_update` trains on a round (CleanRL's names; see ``PPOConfig``).
+    """How :func:`ppo_update` trains on a round (see ``PPOConfig``).
 
     Attributes:
-        update_epochs: Epochs over the round.
+        n_epochs: Epochs over the round.
         num_minibatches: Minibatches per epoch.
         clip_coef: PPO's clip.
         ent_coef: Entropy bonus.
@@ -159,7 +159,7 @@ class UpdateSettings:
         max_grad_norm: Gradient clip.
     """
 
-    update_epochs: int = 4
+    n_epochs: int = 4
     num_minibatches: int = 4
     clip_coef: float = 0.2
     ent_coef: float = 0.01
@@ -201,7 +201,7 @@ def ppo_update(
     minibatch = max(2, size // settings.num_minibatches)
     totals = torch.zeros(4, device=obs.device)
     count = 0
-    for _ in range(settings.update_epochs):
+    for _ in range(settings.n_epochs):
         order = torch.randperm(size, device=obs.device)
         for start in range(0, size, minibatch):
             index = order[start : start + minibatch]

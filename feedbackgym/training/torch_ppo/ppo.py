@@ -194,7 +194,7 @@ def train(
                 "episodes": done.collected["episodes"],
                 "guide_weight": done.seen.guide_weight,
                 "review_weight": done.seen.review_weight,
-                **system.sample(steps=(done.index + 1) * config.num_envs * config.num_steps),
+                **system.sample(steps=(done.index + 1) * config.n_envs * config.n_steps),
             }
             history.append(metrics)
             if on_round is not None:
@@ -223,7 +223,7 @@ def start_learner(
         :class:`~feedbackgym.control.FeedbackController`.
 
     Example:
-        >>> config = PPOConfig("feedbackgym/OpsIncidentEasy-v0", num_envs=2, num_steps=8)
+        >>> config = PPOConfig("feedbackgym/OpsIncidentEasy-v0", n_envs=2, n_steps=8)
         >>> learner, controller = start_learner(config, torch.device("cpu"))
         >>> learner.next_obs.shape[0], controller.state.round
         (2, 0)
@@ -268,8 +268,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="CleanRL-style PPO over the feedback stack")
     parser.add_argument("--env", dest="env_id", default="feedbackgym/OpsIncidentEasy-v0")
     parser.add_argument("--arm", default="guide-then-review+shaping")
-    parser.add_argument("--total-timesteps", type=int, default=50_000)
-    parser.add_argument("--num-envs", type=int, default=8)
+    parser.add_argument("--steps", dest="total_steps", type=int, default=50_000)
+    parser.add_argument("--n-envs", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--use-text", action="store_true")
     parser.add_argument("--device", default="auto")
@@ -283,8 +283,8 @@ def main(argv: list[str] | None = None) -> None:
     config = PPOConfig(
         env_id=args.env_id,
         arm=args.arm,
-        total_timesteps=args.total_timesteps,
-        num_envs=args.num_envs,
+        total_steps=args.total_steps,
+        n_envs=args.n_envs,
         seed=args.seed,
         use_text=args.use_text,
         device=args.device,

@@ -21,16 +21,21 @@ from feedbackgym.training.workers.env_groups import (
 
 @dataclass
 class PPOConfig(ArmFeedback):
-    """PPO settings (CleanRL's names).
+    """PPO settings, each named as the run config names it.
+
+    A run's config (:class:`~feedbackgym.training.common.run_settings.RunConfig`)
+    becomes this one field by field (:func:`~.run_torch.ppo_config`);
+    the settings only PPO has (``gae_lambda``, ``clip_coef``, ``vf_coef``,
+    ``max_grad_norm``, the text embedding) keep CleanRL's names.
 
     Attributes:
         env_id: The env.
         arm: The comparison arm whose stack to train on.
         seed: Seed of torch, numpy and the envs.
-        total_timesteps: Env steps to train for.
-        num_envs: Parallel envs.
-        num_steps: Steps per env per round.
-        workers: Worker processes that step the envs, two groups each: a worker
+        total_steps: Env steps to train for.
+        n_envs: Parallel envs.
+        n_steps: Steps per env per round.
+        env_workers: Worker processes that step the envs, two groups each: a worker
             steps one group while the learner picks the other's actions (0:
             every env in the learner's process; ``None``: 0, or for envs with
             slow steps such as web and code, one per env up to
@@ -52,8 +57,9 @@ class PPOConfig(ArmFeedback):
         learning_rate: Adam's step size.
         anneal_lr: Decay the learning rate linearly to 0 over the run.
         gae_lambda: GAE's λ.
-        num_minibatches: Minibatches per epoch.
-        update_epochs: Epochs per round.
+        batch_size: Samples per minibatch (each epoch takes ``n_envs * n_steps //
+            batch_size`` gradient steps).
+        n_epochs: Epochs per round.
         update_threads: Torch threads for the update on the CPU (the envs wait
             meanwhile; inference between env steps keeps one). More threads than
             free cores (runs side by side) slow every run down many times over.
@@ -65,7 +71,7 @@ class PPOConfig(ArmFeedback):
         ent_coef: Entropy bonus.
         vf_coef: Value-loss weight.
         max_grad_norm: Gradient clip.
-        hidden: Hidden layer width (two layers, actor and critic each).
+        net_arch: Hidden layer sizes: two layers of one width (actor and critic each).
         review_credit: Add review credit to the rewards of the round's steps.
         time_limit_terminal: Treat an episode cut off by its time limit as ended
             rather than bootstrapping its value from its final observation.
@@ -83,10 +89,10 @@ class PPOConfig(ArmFeedback):
     env_id: str
     arm: str = "guide-then-review+shaping"
     seed: int = 0
-    total_timesteps: int = 50_000
-    num_envs: int = 8
-    num_steps: int = 128
-    workers: int | None = None
+    total_steps: int = 50_000
+    n_envs: int = 8
+    n_steps: int = 128
+    env_workers: int | None = None
     env_backend: str = "processes"
     env_actor_cpus: float = 1.0
     use_text: bool = False
@@ -94,15 +100,15 @@ class PPOConfig(ArmFeedback):
     learning_rate: float = 3e-4
     anneal_lr: bool = False
     gae_lambda: float = 0.95
-    num_minibatches: int = 4
-    update_epochs: int = 4
+    batch_size: int = 256
+    n_epochs: int = 4
     update_threads: int = 2
     overlap_update: bool = False
     clip_coef: float = 0.2
     ent_coef: float = 0.01
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
-    hidden: int = 128
+    net_arch: list[int] = field(default_factory=lambda: [128, 128])
     review_credit: bool = True
     time_limit_terminal: bool = False
     bc_episodes: int = 0
@@ -115,11 +121,24 @@ class PPOConfig(ArmFeedback):
 
     def __post_init__(self) -> None:
         check_env_backend(self.env_backend, self.env_actor_cpus)
+        if len(self.net_arch) != 2 or self.net_arch[0] != self.net_arch[1]:
+            raise ValueError(
+                f"the torch trainer has two hidden layers of one width, got {list(self.net_arch)}"
+            )
+        if self.n_epochs < 1 or self.batch_size < 1:
+            raise ValueError(
+                f"n_epochs and batch_size must be >= 1, got {self.n_epochs} and {self.batch_size}"
+            )
 
     @property
     def rounds(self) -> int:
         """Training rounds (iterations)."""
-        return rounds_for(self.total_timesteps, self.num_envs, self.num_steps)
+        return rounds_for(self.total_steps, self.n_envs, self.n_steps)
+
+    @property
+    def num_minibatches(self) -> int:
+        """Minibatches per epoch of the update."""
+        return max(1, self.n_envs * self.n_steps // self.batch_size)
 
     @property
     def update_settings(self) -> UpdateSettings:
@@ -130,7 +149,7 @@ class PPOConfig(ArmFeedback):
 def make_vector_env(
     config: PPOConfig, feedback: FeedbackConfig, *, record: Any = None
 ) -> EnvGroups:
-    """``num_envs`` stacks as ``feedback`` describes, each seen through a trainer view.
+    """``n_envs`` stacks as ``feedback`` describes, each seen through a trainer view.
 
     Each env is seen through :class:`~.trainer_view.TrainerView`. They live in
     the learner's process, or in worker processes (see
@@ -148,13 +167,13 @@ def make_vector_env(
         from feedbackgym.training.workers.ray_actors import ray_env_workers
 
         return ray_env_workers(
-            [build] * config.num_envs,
-            config.workers,
+            [build] * config.n_envs,
+            config.env_workers,
             slow=steps_slowly(config.env_id),
             num_cpus=config.env_actor_cpus,
         )
-    processes, groups = worker_layout(config.env_id, config.num_envs, config.workers)
-    return EnvWorkers([build] * config.num_envs, groups=groups, processes=processes)
+    processes, groups = worker_layout(config.env_id, config.n_envs, config.env_workers)
+    return EnvWorkers([build] * config.n_envs, groups=groups, processes=processes)
 
 
 def learning_rate_at(config: PPOConfig, round_: int) -> float:

@@ -9,7 +9,9 @@ the reward-drop alert and the config file followed through the controller.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -49,42 +51,26 @@ __all__ = ["ppo_config", "rollback", "train_torch_run"]
 
 
 def ppo_config(config: RunConfig) -> PPOConfig:
-    """The torch trainer's settings for a run: its update, budget and feedback.
+    """The torch trainer's settings for a run: every setting the two share, by its name.
+
+    Where the run leaves its env workers to the trainer (``env_workers=0``),
+    ``subprocess`` asks for 2, and otherwise the trainer picks
+    (:func:`~feedbackgym.training.workers.env_groups.worker_layout`).
 
     Raises:
         ValueError: ``net_arch`` is not two layers of one width (the torch agent's shape).
+
+    Example:
+        >>> run = RunConfig(env_id="feedbackgym/OpsIncidentEasy-v1", arm="shaping", seed=3,
+        ...                 total_steps=4096, out_dir="runs/a", n_envs=4, subprocess=True)
+        >>> ppo = ppo_config(run)
+        >>> ppo.seed, ppo.n_envs, ppo.env_workers, ppo.total_steps
+        (3, 4, 2, 4096)
     """
-    arch = list(config.net_arch)
-    if len(arch) != 2 or arch[0] != arch[1]:
-        raise ValueError(f"the torch trainer has two hidden layers of one width, got {arch}")
-    return PPOConfig(
-        env_id=config.env_id,
-        arm=config.arm,
-        seed=config.seed,
-        total_timesteps=config.total_steps,
-        num_envs=config.n_envs,
-        num_steps=config.n_steps,
-        workers=config.env_workers or (2 if config.subprocess else None),
-        env_backend=config.env_backend,
-        env_actor_cpus=config.env_actor_cpus,
-        overlap_update=config.overlap_update,
-        learning_rate=config.learning_rate,
-        anneal_lr=config.anneal_lr,
-        num_minibatches=max(1, config.n_envs * config.n_steps // config.batch_size),
-        update_epochs=config.n_epochs,
-        update_threads=config.update_threads,
-        ent_coef=config.ent_coef,
-        hidden=arch[0],
-        review_credit=config.review_credit,
-        time_limit_terminal=config.time_limit_terminal,
-        bc_episodes=config.bc_episodes,
-        restart_demos=config.restart_demos,
-        device=config.device,
-        feedback=config.feedback,
-        feedback_file=config.feedback_file,
-        feedback_overrides=dict(config.feedback_overrides),
-        env_kwargs=dict(config.env_kwargs),
-    )
+    shared = {f.name for f in fields(PPOConfig)} & {f.name for f in fields(RunConfig)}
+    settings = {name: copy.copy(getattr(config, name)) for name in shared}
+    settings["env_workers"] = config.env_workers or (2 if config.subprocess else None)
+    return PPOConfig(**settings)
 
 
 def train_torch_run(

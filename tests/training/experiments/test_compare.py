@@ -1,5 +1,4 @@
 import csv
-import dataclasses
 import json
 import math
 import os
@@ -81,7 +80,7 @@ def test_compare_writes_every_output(tmp_path, trainer):
     markdown = (tmp_path / "results.md").read_text()
     assert markdown.startswith("| arm |") and "guide-then-review" in markdown
     with pytest.raises(ValueError, match="trainer"):
-        dataclasses.replace(config, trainer="jax")
+        _small(tmp_path, ["sparse"], steps=256, trainer="jax")
 
 
 @pytest.mark.parametrize("trainer", ["sb3", "torch"])

@@ -13,7 +13,7 @@ from feedbackgym.training.workers.env_groups import EnvWorkers
 
 
 def _config(arm, **kwargs):
-    defaults = {"total_timesteps": 256, "num_envs": 2, "num_steps": 64, "hidden": 16}
+    defaults = {"total_steps": 256, "n_envs": 2, "n_steps": 64, "net_arch": [16, 16]}
     return PPOConfig(
         env_id="feedbackgym/OpsIncidentEasy-v0", arm=arm, device="cpu", **(defaults | kwargs)
     )
@@ -33,7 +33,7 @@ def test_each_arm_trains_and_follows_the_schedule(arm):
 
 
 def test_text_observation_and_async_workers():
-    config = _config("review", use_text=True, workers=2, env_kwargs={"obs_mode": "both"})
+    config = _config("review", use_text=True, env_workers=2, env_kwargs={"obs_mode": "both"})
     agent, history = train(config)
     assert agent.text_length == 512 and len(history) == 2
     assert any(h["episodes"] for h in history)
@@ -89,7 +89,7 @@ class _LastTick(_Ticks):
 
 
 def test_an_episode_that_ends_at_its_time_limit_is_not_bootstrapped():
-    config = _config("sparse", num_envs=1, num_steps=4)
+    config = _config("sparse", n_envs=1, n_steps=4)
     envs = EnvWorkers([lambda: TrainerView(_LastTick())])
     learner = Learner(config, envs, 0.9, torch.device("cpu"))
     learner.reset(0)
@@ -112,7 +112,7 @@ def test_a_seeded_reset_starts_the_episode_count_and_drops_old_credits():
 
 
 def _ticks_learner(**kwargs):
-    config = _config("sparse", num_envs=1, num_steps=4, **kwargs)
+    config = _config("sparse", n_envs=1, n_steps=4, **kwargs)
     envs = EnvWorkers([lambda: TrainerView(_Ticks())])
     learner = Learner(config, envs, 0.9, torch.device("cpu"))
     learner.reset(0)
@@ -139,7 +139,7 @@ def test_a_truncated_step_bootstraps_from_its_final_observation_only():
 
 
 def test_review_credit_lands_on_its_episode_s_steps_of_this_round():
-    rollout = Rollout(num_steps=6, num_envs=1, obs_size=1)
+    rollout = Rollout(n_steps=6, n_envs=1, obs_size=1)
     rollout.episode[:, 0] = [3, 3, 4, 4, 4, 4]  # episode 3 began in an earlier round
     rollout.episode_step[:, 0] = [5, 6, 0, 1, 2, 3]
     rollout.add_credit(0, Credit(episode=4, start=1, values=(0.5, 0.0, -1.0)))
@@ -180,7 +180,7 @@ def test_training_leaves_its_set_up_out_of_the_collector_s_passes_and_puts_it_ba
 
     from feedbackgym.training.torch_ppo.ppo import start_learner, train_rounds
 
-    learner, controller = start_learner(_config("sparse", total_timesteps=512), torch.device("cpu"))
+    learner, controller = start_learner(_config("sparse", total_steps=512), torch.device("cpu"))
     rounds = train_rounds(learner, controller, 0)
     try:
         assert gc.get_freeze_count() == 0

@@ -37,7 +37,7 @@ def _alive():
 
 def test_the_worker_trains_as_the_update_in_place_does():
     agent = Agent(obs_size=4, n_actions=3, hidden=8)
-    settings = UpdateSettings(update_epochs=1, num_minibatches=1)  # one full batch: no draw
+    settings = UpdateSettings(n_epochs=1, num_minibatches=1)  # one full batch: no draw
     worker = UpdateWorker(agent, settings, threads=1)
     try:
         worker.start(_batch(), learning_rate=1e-2)
@@ -108,7 +108,7 @@ def test_a_dead_worker_is_reported_as_such():
 
 
 def _ppo(**kwargs):
-    settings = {"total_timesteps": 512, "num_envs": 2, "num_steps": 64, "hidden": 16}
+    settings = {"total_steps": 512, "n_envs": 2, "n_steps": 64, "net_arch": [16, 16]}
     return PPOConfig(
         env_id="feedbackgym/OpsIncidentEasy-v0",
         arm="guide-then-review+shaping",
@@ -149,8 +149,8 @@ def test_overlapped_rounds_report_the_loss_one_round_late_and_train_the_acting_w
 
 
 def test_train_with_the_update_overlapped_learns_the_easy_task_as_the_plain_loop_does():
-    plain = train(_ppo(total_timesteps=2048))[1]
-    overlapped = train(_ppo(total_timesteps=2048, overlap_update=True, update_threads=1))[1]
+    plain = train(_ppo(total_steps=2048))[1]
+    overlapped = train(_ppo(total_steps=2048, overlap_update=True, update_threads=1))[1]
     assert len(plain) == len(overlapped) == 16
     assert all(np.isfinite(h["loss"]) for h in overlapped)
     assert not _alive()

@@ -99,7 +99,7 @@ def test_a_round_collected_as_workers_are_ready_is_the_round_collected_in_turns(
     from feedbackgym.training.torch_ppo.ppo import Learner, PPOConfig
 
     config = PPOConfig(
-        env_id="feedbackgym/OpsIncidentEasy-v0", num_envs=3, num_steps=24, hidden=8, device="cpu"
+        env_id="feedbackgym/OpsIncidentEasy-v0", n_envs=3, n_steps=24, net_arch=[8, 8], device="cpu"
     )
     rounds = []
     for processes in (0, 2):  # in workers: group 2 waits for group 0 in its worker
