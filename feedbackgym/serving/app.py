@@ -13,6 +13,8 @@ session's env is closed on the way out.
 from __future__ import annotations
 
 import functools
+import os
+import signal
 import socket
 import sys
 from typing import Any
@@ -66,8 +68,13 @@ def create_env_app(settings: ServeSettings) -> FastAPI:
 
     @app.get("/sessions", tags=["Health"], summary="Envs open now")
     def sessions() -> dict[str, Any]:
-        """The sessions whose env is open, the most allowed, and envs made since the start."""
-        return {"open": book.open, "max_sessions": settings.max_sessions, "started": book.started}
+        """The sessions whose env is open, the most allowed, envs made so far, the server's pid."""
+        return {
+            "open": book.open,
+            "max_sessions": settings.max_sessions,
+            "started": book.started,
+            "pid": os.getpid(),
+        }
 
     return app
 
@@ -104,9 +111,18 @@ def serve(settings: ServeSettings, *, host: str = "127.0.0.1", port: int = 8000)
         timeout_graceful_shutdown=10,
     )
     server = uvicorn.Server(config)
+    # uvicorn re-raises a SIGTERM it caught once it has shut down (every session's env closed
+    # by then); exiting by that signal would skip the interpreter's exit handlers, which
+    # remove the code sandbox's warm containers. Ours turns it into a clean exit.
+    signal.signal(signal.SIGTERM, _exit)
     print(f"listening on http://{host}:{bound}", flush=True)
     try:
         server.run(sockets=[sock])
     finally:
         sock.close()
         sys.stdout.flush()
+
+
+def _exit(signum: int, frame: Any) -> None:
+    """SIGTERM after uvicorn's graceful shutdown: a normal exit (``atexit`` handlers run)."""
+    raise SystemExit(0)
