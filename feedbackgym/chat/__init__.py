@@ -9,8 +9,10 @@ and model server in ``language/``, and the LLM trainer:
   protocol the agent loop asks for;
 * :mod:`~feedbackgym.chat.grammar`: choice grammars and the JSON in replies;
 * :mod:`~feedbackgym.chat.template`: :class:`PromptTemplate`;
+* :mod:`~feedbackgym.chat.turns`: the packaged model's turn format, one template
+  (``prompts/gemma.jinja``) that the server, the warm-up and the trainer render;
 * ``prompts/``: every shipped prompt (the guide's, the reviewer's, the agent's)
-  and the packaged model's turn format (``gemma.jinja``, ``turns.json``).
+  and the packaged model's turn format (``gemma.jinja``).
 """
 
 from __future__ import annotations

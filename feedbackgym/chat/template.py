@@ -3,7 +3,7 @@
 A template is a text file: the system message, a line ``---``, the user
 message (:class:`string.Template` placeholders). The built-in ones (``guide``,
 ``review``, ``agent``) ship in ``feedbackgym/chat/prompts/`` with the packaged
-model's turn format (``gemma.jinja``, ``turns.json``): every prompt of the
+model's turn format (``gemma.jinja``): every prompt of the
 project lives in that one folder.
 """
 

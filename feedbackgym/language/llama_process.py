@@ -38,70 +38,19 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from feedbackgym._process import exit_with_parent
-from feedbackgym.chat import choices_of_grammar, prompt_file
+from feedbackgym.chat import choices_of_grammar
+from feedbackgym.chat.turns import CHAT_TEMPLATES, chat_template, template_tokens
 from feedbackgym.errors import DependencyNotInstalled
 from feedbackgym.language.choice_decode import choice_completion, prompt_tokens
 from feedbackgym.language.choice_mask import ChoiceMask
 
 __all__ = [
-    "CHAT_TEMPLATES",
     "cpu_has_amx",
     "main",
     "mask_choice_grammars",
     "plain_cpu_buffers",
     "register_chat_template",
-    "render_chat",
 ]
-
-CHAT_TEMPLATES = ("gemma",)
-"""The chat templates shipped in ``feedbackgym/chat/prompts/`` (``NAME.jinja``)."""
-_TEMPLATE_TOKENS = {"gemma": ("<bos>", "<end_of_turn>")}
-"""Each template's BOS text and its end of a turn (where a reply stops)."""
-
-
-def _template(name: str) -> str:
-    """The shipped template ``name``'s text.
-
-    Raises:
-        ValueError: No template has that name.
-    """
-    if name not in CHAT_TEMPLATES:
-        raise ValueError(f"no chat template {name!r} (known: {', '.join(CHAT_TEMPLATES)})")
-    return prompt_file(f"{name}.jinja")
-
-
-def render_chat(messages: Sequence[Mapping[str, str]], name: str = "gemma") -> str:
-    """The prompt text the server makes of ``messages`` with the shipped template ``name``.
-
-    Rendered as llama-cpp-python's ``Jinja2ChatFormatter`` renders it (a sandboxed
-    Jinja2 environment with ``trim_blocks`` and ``lstrip_blocks``, the generation
-    prompt added), without loading llama-cpp-python: the supervised warm-up
-    trains on the very text the agent's prompts become.
-
-    Raises:
-        ValueError: No template has that name.
-
-    Example:
-        >>> print(render_chat([{"role": "system", "content": "Act."},
-        ...                    {"role": "user", "content": "Alerts: none"}]), end="")
-        <bos><start_of_turn>user
-        Act.
-        <BLANKLINE>
-        Alerts: none<end_of_turn>
-        <start_of_turn>model
-    """
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-    text = _template(name)
-    bos, end_of_turn = _TEMPLATE_TOKENS[name]
-    environment = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-    template = environment.from_string(text)
-    return template.render(
-        messages=[dict(m) for m in messages],
-        bos_token=bos,
-        eos_token=end_of_turn,
-        add_generation_prompt=True,
-    )
 
 
 def register_chat_template(name: str) -> str:
@@ -111,12 +60,12 @@ def register_chat_template(name: str) -> str:
         DependencyNotInstalled: llama-cpp-python is not installed.
         ValueError: No template has that name.
     """
-    text = _template(name)
+    text = chat_template(name)
     try:
         from llama_cpp import llama_chat_format
     except ImportError as error:
         raise DependencyNotInstalled.for_extra("llama-cpp-python", "llm") from error
-    bos, end_of_turn = _TEMPLATE_TOKENS[name]
+    bos, end_of_turn = template_tokens(name)
     formatter = llama_chat_format.Jinja2ChatFormatter(
         template=text, eos_token=end_of_turn, bos_token=bos
     )

@@ -2,9 +2,8 @@
 
 Read it in this order: :mod:`~.llm_settings` (a run's settings),
 :mod:`~.causal_lm` (the model, its tokenizer and its LoRA adapter),
-:mod:`~.chat_turns` (an episode's chat as tokens: the turn markup and what
-the prompt carries), :mod:`~.action_choice` (each reply held to the env's
-actions), :mod:`~.episode_tokens` (one episode played, as tokens),
+the turn markup of :mod:`feedbackgym.chat.turns`, :mod:`~.action_choice`
+(each reply held to the env's actions), :mod:`~.episode_tokens` (one episode played, as tokens),
 :mod:`~.grpo_rollout` (a round's groups for TRL's ``GRPOTrainer``),
 :mod:`~.run_llm` (the run directory around it, each saved adapter a numbered
 version of :mod:`feedbackgym.language.versions`) and :mod:`~.trl_env` (the

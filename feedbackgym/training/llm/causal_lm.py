@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from feedbackgym.chat.token_trie import TokenTrie
+from feedbackgym.chat.turns import TurnFormat
 from feedbackgym.errors import ConfigError, DependencyNotInstalled
 from feedbackgym.training.llm.action_choice import action_trie
-from feedbackgym.training.llm.chat_turns import TurnFormat
 
 try:
     import peft

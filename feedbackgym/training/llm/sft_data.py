@@ -10,7 +10,7 @@ transcripts. Each step's prompt is then what the agent sent: the system
 message and the last steps that fit the prompt budget
 (:class:`~feedbackgym.language.prompt_window.PromptWindow`, tokens counted
 by the model's own tokenizer as the server counts them), rendered by the
-server's chat template (:func:`~feedbackgym.language.llama_process.render_chat`)
+server's chat template (:func:`~feedbackgym.chat.turns.render_chat`)
 and tokenized as the server tokenizes it.
 
 Consecutive steps whose prompts grow by the reply and the next turn (the
@@ -44,13 +44,13 @@ from typing import Any
 
 import gymnasium as gym
 
+from feedbackgym.chat.turns import render_chat
 from feedbackgym.config import GuideConfig
 from feedbackgym.errors import ConfigError
 from feedbackgym.experts import held_out_seeds
 from feedbackgym.language.agent_arms import DEFAULT_AGENT_ARM, LabelAttempt
 from feedbackgym.language.agent_loop import DEFAULT_MEMORY, ChatAgent
 from feedbackgym.language.episode_chat import DEFAULT_TURNS
-from feedbackgym.language.llama_process import render_chat
 from feedbackgym.language.prompt_window import PromptWindow
 
 __all__ = [

@@ -13,9 +13,9 @@ import pytest
 pytest.importorskip("peft")
 torch = pytest.importorskip("torch")
 
+from feedbackgym.chat.turns import render_chat  # noqa: E402
 from feedbackgym.cli import main  # noqa: E402
 from feedbackgym.errors import ConfigError  # noqa: E402
-from feedbackgym.language.llama_process import render_chat  # noqa: E402
 from feedbackgym.training.llm.sft_data import (  # noqa: E402
     IGNORE,
     ExpertReplies,
@@ -230,9 +230,9 @@ def test_expert_seeds_never_reach_the_held_out_ones():
 
 
 def test_the_server_the_warm_up_and_the_trainer_render_one_chat_alike():
-    """Gemma's turns are written twice (gemma.jinja for the server and the warm-up,
-    turns.json for GRPO): one episode's chat renders to the same text through both."""
-    from feedbackgym.training.llm.chat_turns import TurnFormat
+    """Gemma's turns are written once (gemma.jinja): the server and the warm-up render it,
+    GRPO takes its turn markup from it; one episode's chat comes out the same text."""
+    from feedbackgym.chat.turns import TurnFormat
 
     turns = TurnFormat.load()
     messages = next(expert_chats(ENV, 1, env_kwargs=STEPS))

@@ -89,8 +89,8 @@ def _expert_sequence(tokenizer, env_id, seed, max_steps):
     import gymnasium as gym
 
     from feedbackgym.chat import PromptTemplate
+    from feedbackgym.chat.turns import TurnFormat
     from feedbackgym.language.episode_chat import EpisodeChat
-    from feedbackgym.training.llm.chat_turns import TurnFormat
 
     turns = TurnFormat.load()
 
