@@ -204,7 +204,7 @@ def _cmd_gather(args: argparse.Namespace) -> int:
 
 def _cmd_export_chat(args: argparse.Namespace) -> int:
     from feedbackgym.datasets.errors import StoreError
-    from feedbackgym.language.agent_loop import export_chat
+    from feedbackgym.language.chat_export import export_chat
 
     if not args.path.exists():
         raise StoreError(f"no store at {args.path}")

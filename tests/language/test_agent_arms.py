@@ -15,7 +15,8 @@ import feedbackgym  # noqa: F401
 from feedbackgym.core import Review
 from feedbackgym.errors import ConfigError
 from feedbackgym.language.agent_arms import AGENT_ARMS, LabelAttempt, agent_arm, attempt_label
-from feedbackgym.language.agent_loop import export_chat, run_agent
+from feedbackgym.language.agent_loop import run_agent
+from feedbackgym.language.chat_export import export_chat
 
 pytest.importorskip("openai")
 pytest.importorskip("h5py")

@@ -18,10 +18,10 @@ from feedbackgym.errors import FeedbackGymError
 from feedbackgym.language.agent_loop import (
     ModelUnavailable,
     ReviewMemory,
-    export_chat,
     prompt_budget,
     run_agent,
 )
+from feedbackgym.language.chat_export import export_chat
 from feedbackgym.language.prompt_window import TURN_TOKENS
 
 pytest.importorskip("openai")

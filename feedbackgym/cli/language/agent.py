@@ -268,7 +268,7 @@ def _play(
         _settings_for_llm_generators(client, args)
         guide, reviewer = LLM_GENERATORS
     out = args.out or default_dataset_path(args.env, "agent")
-    kept = f"stored in {out}" if args.env_url is None else f"played on {args.env_url}"
+    kept = f"recorded in {out}" if args.env_url is None else f"played on {args.env_url}"
     successes = episodes = 0
     by_attempt: dict[int, list[bool]] = {}
     try:
