@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import difflib
 import json
 import sys
@@ -19,6 +20,7 @@ __all__ = [
     "SUMMARY_HEADER",
     "CommandError",
     "add_kwarg_option",
+    "config_fields",
     "fraction",
     "make_env",
     "parse_kwargs",
@@ -61,6 +63,28 @@ def fraction(text: str) -> float:
     if not 0.0 <= value <= 1.0:
         raise argparse.ArgumentTypeError(f"must be in [0, 1], got {value}")
     return value
+
+
+def config_fields(config_type: type, args: argparse.Namespace, **given: Any) -> dict[str, Any]:
+    """The fields of the dataclass ``config_type`` that the flags give by name, ``given`` over them.
+
+    A flag whose destination is named as a field sets it, unless left unset
+    (``None``: the config's default stays); ``given`` sets the fields whose flags
+    are named otherwise, or computed.
+
+    Example:
+        >>> @dataclasses.dataclass
+        ... class Settings:
+        ...     seed: int = 0
+        ...     epochs: int = 3
+        ...     out_dir: str = "runs/x"
+        >>> args = argparse.Namespace(seed=4, epochs=None, out="runs/y", verbose=True)
+        >>> Settings(**config_fields(Settings, args, out_dir=args.out))
+        Settings(seed=4, epochs=3, out_dir='runs/y')
+    """
+    named = {field.name for field in dataclasses.fields(config_type)}
+    values = {name: value for name, value in vars(args).items() if name in named}
+    return {**{k: v for k, v in values.items() if v is not None}, **given}
 
 
 def add_kwarg_option(parser: argparse.ArgumentParser) -> None:

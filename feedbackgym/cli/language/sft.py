@@ -28,13 +28,13 @@ from typing import Any
 from feedbackgym.cli._helpers import (
     add_kwarg_option,
     add_turns_option,
+    config_fields,
     fraction,
     make_env,
     parse_kwargs,
     positive_int,
 )
 from feedbackgym.cli._runs import add_level_argument
-from feedbackgym.core import DEFAULT_HINT_LEVEL
 from feedbackgym.language.agent_arms import AGENT_ARMS, DEFAULT_AGENT_ARM
 
 __all__ = ["add_commands"]
@@ -98,37 +98,18 @@ def add_commands(commands: Any) -> None:
 
 
 def _cmd_sft(args: argparse.Namespace) -> int:
-    from feedbackgym.language.model_server import DEFAULT_CONTEXT
     from feedbackgym.training.llm.sft import SFTConfig, train_sft_run
 
     env_kwargs = parse_kwargs(args.kwarg)
     make_env(args.env_id, env_kwargs).close()  # a clear error for an unknown id, before the run
     config = SFTConfig(
-        env_id=args.env_id,
-        out_dir=args.out,
-        demos=args.demos,
-        chats=args.chats,
-        seed=args.seed,
-        model=args.model,
-        adapter=args.adapter,
-        arm=args.arm,
-        memory=args.memory,
-        turns=args.turns,
-        dropout=args.dropout,
-        dropout_scope=args.dropout_scope,
-        level=args.level or DEFAULT_HINT_LEVEL,
-        context=args.context or DEFAULT_CONTEXT,
-        epochs=args.epochs,
-        batch=args.batch,
-        max_steps=args.max_steps,
-        learning_rate=args.learning_rate,
-        lora_rank=args.lora_rank,
-        lora_alpha=2 * args.lora_rank,
-        save_every=args.save_every,
-        keep_checkpoints=args.keep_checkpoints,
-        device=args.device,
-        cpu_threads=args.cpu_threads,
-        env_kwargs=env_kwargs,
+        **config_fields(
+            SFTConfig,
+            args,
+            out_dir=args.out,
+            lora_alpha=2 * args.lora_rank,
+            env_kwargs=env_kwargs,
+        )
     )
     source = args.chats or f"{args.demos} expert episodes"
     print(f"sft: {config.model} on {config.env_id}, from {source}", flush=True)

@@ -25,6 +25,7 @@ from typing import Any
 from feedbackgym.cli._helpers import (
     add_kwarg_option,
     add_turns_option,
+    config_fields,
     fraction,
     make_env,
     parse_kwargs,
@@ -147,36 +148,17 @@ def _cmd_train_llm(args: argparse.Namespace) -> int:
     else:
         make_env(args.env_id, env_kwargs).close()  # an unknown id: one line, before the run
     config = LLMRunConfig(
-        env_id=args.env_id,
-        arm=args.arm,
-        seed=args.seed,
-        total_rounds=args.rounds,
-        out_dir=args.out,
-        model=args.model,
-        adapter=args.adapter,
-        groups=args.groups,
-        group_size=args.group_size,
-        seed_pool=args.seed_pool,
-        max_turns=args.max_turns,
-        max_tokens=args.max_tokens,
-        turns=args.turns,
-        memory=args.memory,
-        temperature=args.temperature,
-        learning_rate=args.learning_rate,
-        beta=args.beta,
-        lora_rank=args.lora_rank,
-        lora_alpha=2 * args.lora_rank,
-        eval_every=args.eval_every,
-        eval_episodes=args.eval_episodes,
-        promote_above=args.promote_above,
-        keep_checkpoints=args.keep_checkpoints,
-        device=args.device,
-        cpu_threads=args.cpu_threads,
-        record=args.record,
-        feedback_file=args.config,
-        feedback_overrides=llm_feedback_overrides(args),
-        env_kwargs=env_kwargs,
-        env_url=args.env_url,
+        **config_fields(
+            LLMRunConfig,
+            args,
+            env_id=args.env_id,
+            total_rounds=args.rounds,
+            out_dir=args.out,
+            lora_alpha=2 * args.lora_rank,
+            feedback_file=args.config,
+            feedback_overrides=llm_feedback_overrides(args),
+            env_kwargs=env_kwargs,
+        )
     )
     print(f"train-llm: {config.model} on {config.env_id}, arm {config.arm}", flush=True)
     state = train_llm_run(
