@@ -7,6 +7,9 @@ too, so plain ``except ValueError`` code keeps working.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 __all__ = [
     "ChatError",
     "ConfigError",
@@ -16,6 +19,7 @@ __all__ = [
     "InvalidAction",
     "ReplyError",
     "SandboxError",
+    "requires_extra",
 ]
 
 
@@ -38,6 +42,33 @@ class DependencyNotInstalled(FeedbackGymError, ImportError):
             The error, with an install hint in its message.
         """
         return cls(f'{package} is not installed, run `pip install "feedbackgym[{extra}]"`')
+
+
+@contextmanager
+def requires_extra(extra: str, package: str | None = None) -> Iterator[None]:
+    """Imports in the block that fail raise :class:`DependencyNotInstalled` naming ``extra``.
+
+    The message names the module that failed to import (else ``package``, else
+    the extra). An error that already names its extra passes through.
+
+    Args:
+        extra: The feedbackgym extra that installs what the block imports.
+        package: The package to name when the failed import has no name.
+
+    Example:
+        >>> with requires_extra("baselines"):
+        ...     import no_such_module_here
+        Traceback (most recent call last):
+        ...
+        feedbackgym.errors.DependencyNotInstalled: no_such_module_here is not installed, \
+run `pip install "feedbackgym[baselines]"`
+    """
+    try:
+        yield
+    except DependencyNotInstalled:
+        raise
+    except ImportError as error:
+        raise DependencyNotInstalled.for_extra(error.name or package or extra, extra) from error
 
 
 class ConfigError(FeedbackGymError, ValueError):

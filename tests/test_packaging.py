@@ -33,17 +33,25 @@ def _normal(name):
 
 
 def _for_extra_calls():
-    """``(file:line, package names, extra)`` of every ``DependencyNotInstalled.for_extra`` call."""
+    """``(file:line, package names, extra)`` of every guarded import of the package.
+
+    A guard is ``DependencyNotInstalled.for_extra(package, extra)`` or ``with
+    requires_extra(extra[, package])`` (whose package is the extra's name unless given).
+    """
     for path in sorted((ROOT / "feedbackgym").rglob("*.py")):
+        if path.name == "errors.py":  # where the guards are defined
+            continue
         for node in ast.walk(ast.parse(path.read_text())):
-            if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "for_extra"
-            ):
+            if not isinstance(node, ast.Call):
+                continue
+            where = f"{path.relative_to(ROOT)}:{node.lineno}"
+            if isinstance(node.func, ast.Attribute) and node.func.attr == "for_extra":
                 package, extra = node.args
                 names = [c.value for c in ast.walk(package) if isinstance(c, ast.Constant)]
-                yield f"{path.relative_to(ROOT)}:{node.lineno}", names, extra.value
+                yield where, names, extra.value
+            elif isinstance(node.func, ast.Name) and node.func.id == "requires_extra":
+                extra, *package = node.args
+                yield where, [package[0].value if package else extra.value], extra.value
 
 
 CALLS = list(_for_extra_calls())

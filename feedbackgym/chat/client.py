@@ -15,7 +15,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 from feedbackgym.chat.grammar import choice_grammar, compact_json
-from feedbackgym.errors import ChatError, ConfigError, DependencyNotInstalled, ReplyError
+from feedbackgym.errors import (
+    ChatError,
+    ConfigError,
+    ReplyError,
+    requires_extra,
+)
 
 __all__ = [
     "API_KEY_ENV",
@@ -71,10 +76,8 @@ class Replier(Protocol):
 
 
 def _openai() -> Any:
-    try:
+    with requires_extra("llm", "openai"):
         import openai
-    except ImportError as error:
-        raise DependencyNotInstalled.for_extra("openai", "llm") from error
     return openai
 
 

@@ -19,7 +19,7 @@ from gymnasium.envs.registration import EnvSpec
 
 from feedbackgym.datasets.episode import Episode
 from feedbackgym.datasets.store import EpisodeFilter, TrajectoryStore
-from feedbackgym.errors import DependencyNotInstalled
+from feedbackgym.errors import requires_extra
 
 __all__ = ["export_minari"]
 
@@ -54,11 +54,9 @@ def export_minari(
         DependencyNotInstalled: minari is missing.
         ValueError: No episode matches, or no env is known.
     """
-    try:
+    with requires_extra("minari"):
         import minari
         from minari.data_collector import EpisodeBuffer
-    except ImportError as error:
-        raise DependencyNotInstalled.for_extra("minari", "minari") from error
     if not isinstance(store, TrajectoryStore):
         store = TrajectoryStore(store)
     episodes = list(store.iter_episodes(**filters))

@@ -29,13 +29,11 @@ import logging
 from typing import Any
 
 from feedbackgym.core import Hint, Review
-from feedbackgym.errors import DependencyNotInstalled
+from feedbackgym.errors import requires_extra
 from feedbackgym.feedback.generators import GuideRequest, ReviewRequest, make_generator
 
-try:
+with requires_extra("ray"):
     import ray
-except ImportError as error:
-    raise DependencyNotInstalled.for_extra("ray", "ray") from error
 
 __all__ = ["NAMESPACE", "RayGenerators", "RaySubgoalGuide", "RayTrajectoryReviewer"]
 

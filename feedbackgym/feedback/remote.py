@@ -31,14 +31,12 @@ from typing import Any
 
 from feedbackgym.config import DEFAULT_DEADLINE_MS
 from feedbackgym.core import Hint, Review
-from feedbackgym.errors import DependencyNotInstalled
+from feedbackgym.errors import requires_extra
 from feedbackgym.feedback.generators import GuideRequest, ReviewRequest
 
-try:
+with requires_extra("remote", "pyzmq"):
     import zmq
     import zmq.auth
-except ImportError as error:
-    raise DependencyNotInstalled.for_extra("pyzmq", "remote") from error
 
 __all__ = [
     "CURVE_KEYS_ENV",

@@ -40,7 +40,7 @@ from typing import Any
 from feedbackgym._process import exit_with_parent
 from feedbackgym.chat import choices_of_grammar
 from feedbackgym.chat.turns import CHAT_TEMPLATES, chat_template, template_tokens
-from feedbackgym.errors import DependencyNotInstalled
+from feedbackgym.errors import requires_extra
 from feedbackgym.language.choice_decode import choice_completion, prompt_tokens
 from feedbackgym.language.choice_mask import ChoiceMask
 
@@ -61,10 +61,8 @@ def register_chat_template(name: str) -> str:
         ValueError: No template has that name.
     """
     text = chat_template(name)
-    try:
+    with requires_extra("llm", "llama-cpp-python"):
         from llama_cpp import llama_chat_format
-    except ImportError as error:
-        raise DependencyNotInstalled.for_extra("llama-cpp-python", "llm") from error
     bos, end_of_turn = template_tokens(name)
     formatter = llama_chat_format.Jinja2ChatFormatter(
         template=text, eos_token=end_of_turn, bos_token=bos
@@ -84,10 +82,8 @@ def mask_choice_grammars() -> None:
     Raises:
         DependencyNotInstalled: llama-cpp-python is not installed.
     """
-    try:
+    with requires_extra("llm", "llama-cpp-python"):
         import llama_cpp
-    except ImportError as error:
-        raise DependencyNotInstalled.for_extra("llama-cpp-python", "llm") from error
     create = llama_cpp.Llama.create_completion
     if getattr(create, "masks_choices", False):
         return
@@ -157,10 +153,8 @@ def plain_cpu_buffers() -> None:
     Raises:
         DependencyNotInstalled: llama-cpp-python is not installed.
     """
-    try:
+    with requires_extra("llm", "llama-cpp-python"):
         import llama_cpp.llama_cpp as api
-    except ImportError as error:
-        raise DependencyNotInstalled.for_extra("llama-cpp-python", "llm") from error
     default = api.llama_model_default_params
     if getattr(default, "plain", False):
         return
@@ -211,12 +205,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.orphan_ok:
         exit_with_parent()
-    try:
+    with requires_extra("llm", "llama-cpp-python"):
         import uvicorn
         from llama_cpp.server.app import create_app
         from llama_cpp.server.settings import ModelSettings, ServerSettings
-    except ImportError as error:
-        raise DependencyNotInstalled.for_extra("llama-cpp-python", "llm") from error
     mask_choice_grammars()
     if cpu_has_amx():
         plain_cpu_buffers()

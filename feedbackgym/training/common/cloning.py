@@ -14,12 +14,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from feedbackgym.errors import DependencyNotInstalled
+from feedbackgym.errors import requires_extra
 
-try:
+with requires_extra("baselines", "torch"):
     import torch
-except ImportError as error:
-    raise DependencyNotInstalled.for_extra("torch", "baselines") from error
 
 __all__ = ["BC_EPOCHS", "clone_expert", "collect_expert", "fit_log_prob"]
 

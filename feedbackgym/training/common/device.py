@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from feedbackgym.errors import DependencyNotInstalled
+from feedbackgym.errors import requires_extra
 
-try:
+with requires_extra("baselines", "torch"):
     import torch
-except ImportError as error:
-    raise DependencyNotInstalled.for_extra("torch", "baselines") from error
 
 __all__ = ["resolve_device"]
 

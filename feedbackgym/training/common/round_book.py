@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from feedbackgym.control import FeedbackController
-from feedbackgym.errors import DependencyNotInstalled
+from feedbackgym.errors import requires_extra
 from feedbackgym.training.common.run_files import (
     append_curve,
     drop_old_checkpoints,
@@ -33,10 +33,8 @@ from feedbackgym.training.common.validation import (
     validation_seeds,
 )
 
-try:
+with requires_extra("baselines", "torch"):
     import torch
-except ImportError as error:
-    raise DependencyNotInstalled.for_extra("torch", "baselines") from error
 
 __all__ = ["RoundBook"]
 

@@ -13,12 +13,10 @@ import sys
 import time
 from typing import Any
 
-from feedbackgym.errors import DependencyNotInstalled
+from feedbackgym.errors import requires_extra
 
-try:
+with requires_extra("baselines", "psutil"):
     import psutil
-except ImportError as error:
-    raise DependencyNotInstalled.for_extra("psutil", "baselines") from error
 
 __all__ = ["SystemMonitor"]
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from feedbackgym.errors import DependencyNotInstalled
+from feedbackgym.errors import requires_extra
 from feedbackgym.training.common.run_files import read_state
 from feedbackgym.training.common.run_settings import RunConfig, in_worker_processes
 from feedbackgym.training.experiments.dir_sync import (
@@ -50,11 +50,9 @@ from feedbackgym.training.experiments.dir_sync import (
 from feedbackgym.training.experiments.logged_run import train_logged
 from feedbackgym.training.workers.env_groups import worker_layout
 
-try:
+with requires_extra("ray"):
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-except ImportError as error:
-    raise DependencyNotInstalled.for_extra("ray", "ray") from error
 
 __all__ = ["RayOptions", "run_on_ray"]
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from feedbackgym.errors import DependencyNotInstalled
+from feedbackgym.errors import requires_extra
 from feedbackgym.schedules import TWO_PHASE_ARMS
 from feedbackgym.training.common.arms import rounds_for
 from feedbackgym.training.common.run_files import read_curve
@@ -464,13 +464,11 @@ def pyplot() -> Any:
     Example:
         >>> figure, axis = pyplot().subplots()  # doctest: +SKIP
     """
-    try:
+    with requires_extra("baselines", "matplotlib"):
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-    except ImportError as error:
-        raise DependencyNotInstalled.for_extra("matplotlib", "baselines") from error
     return plt
 
 

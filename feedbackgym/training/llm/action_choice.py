@@ -29,12 +29,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from feedbackgym.chat.token_trie import TokenTrie
-from feedbackgym.errors import DependencyNotInstalled
+from feedbackgym.errors import requires_extra
 
-try:
+with requires_extra("llm-train", "torch"):
     import torch
-except ImportError as error:
-    raise DependencyNotInstalled.for_extra("torch", "llm-train") from error
 
 __all__ = ["Choice", "TokenStream", "action_trie", "choose_action", "rollout_threads"]
 

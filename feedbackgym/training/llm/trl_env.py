@@ -49,7 +49,7 @@ from typing import Any
 
 from feedbackgym.config import FeedbackConfig, merge_config
 from feedbackgym.control import FeedbackController
-from feedbackgym.errors import DependencyNotInstalled, InvalidAction
+from feedbackgym.errors import InvalidAction, requires_extra
 from feedbackgym.language.episode_chat import (
     EpisodeChat,
     ReviewMemory,
@@ -238,10 +238,8 @@ class FeedbackEnvironments:
         Raises:
             DependencyNotInstalled: transformers is not installed (the ``llm-train`` extra).
         """
-        try:
+        with requires_extra("llm-train", "transformers"):
             from transformers import TrainerCallback
-        except ImportError as error:
-            raise DependencyNotInstalled.for_extra("transformers", "llm-train") from error
         owner = self
 
         class FeedbackRounds(TrainerCallback):

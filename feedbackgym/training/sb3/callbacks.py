@@ -12,17 +12,15 @@ from collections.abc import Callable
 from typing import Any
 
 from feedbackgym.control import FeedbackController
-from feedbackgym.errors import DependencyNotInstalled
+from feedbackgym.errors import requires_extra
 from feedbackgym.protocol import call_envs
 from feedbackgym.training.common.feedback_metrics import feedback_metrics
 from feedbackgym.training.common.system_metrics import SystemMonitor
 from feedbackgym.training.sb3.drive_controller import DriveController, mean_episode_return
 from feedbackgym.training.sb3.review_credit import ReviewCredit
 
-try:
+with requires_extra("baselines", "stable_baselines3"):
     from stable_baselines3.common.callbacks import BaseCallback, CallbackList
-except ImportError as error:
-    raise DependencyNotInstalled.for_extra("stable_baselines3", "baselines") from error
 
 __all__ = ["LogFeedback", "feedback_callbacks"]
 

@@ -7,12 +7,10 @@ from typing import Any
 import numpy as np
 
 from feedbackgym.control import FeedbackController
-from feedbackgym.errors import DependencyNotInstalled
+from feedbackgym.errors import requires_extra
 
-try:
+with requires_extra("baselines", "stable_baselines3"):
     from stable_baselines3.common.callbacks import BaseCallback
-except ImportError as error:
-    raise DependencyNotInstalled.for_extra("stable_baselines3", "baselines") from error
 
 __all__ = ["DriveController", "mean_episode_return"]
 

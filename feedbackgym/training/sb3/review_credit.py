@@ -5,14 +5,12 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from feedbackgym.errors import DependencyNotInstalled
+from feedbackgym.errors import requires_extra
 from feedbackgym.protocol import FEEDBACK
 
-try:
+with requires_extra("baselines", "stable_baselines3"):
     from stable_baselines3.common.buffers import DictReplayBuffer, ReplayBuffer
     from stable_baselines3.common.callbacks import BaseCallback
-except ImportError as error:
-    raise DependencyNotInstalled.for_extra("stable_baselines3", "baselines") from error
 
 __all__ = ["ReviewCredit"]
 

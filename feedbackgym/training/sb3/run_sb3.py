@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from feedbackgym.config import FeedbackConfig
-from feedbackgym.errors import DependencyNotInstalled
+from feedbackgym.errors import requires_extra
 from feedbackgym.training.common.device import resolve_device
 from feedbackgym.training.common.round_book import RoundBook
 from feedbackgym.training.common.run_files import (
@@ -38,13 +38,11 @@ from feedbackgym.training.common.validation import Policy, validation_envs
 from feedbackgym.training.workers.env_groups import steps_slowly
 from feedbackgym.wrappers.stack import make
 
-try:
+with requires_extra("baselines", "stable_baselines3"):
     from stable_baselines3 import PPO
     from stable_baselines3.common.base_class import BaseAlgorithm
     from stable_baselines3.common.callbacks import BaseCallback, CallbackList
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor
-except ImportError as error:
-    raise DependencyNotInstalled.for_extra("stable_baselines3", "baselines") from error
 
 from feedbackgym.training.sb3.callbacks import feedback_callbacks
 from feedbackgym.training.sb3.drive_controller import DriveController

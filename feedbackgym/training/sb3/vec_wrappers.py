@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from feedbackgym.errors import DependencyNotInstalled
+from feedbackgym.errors import requires_extra
 
-try:
+with requires_extra("baselines", "stable_baselines3"):
     from stable_baselines3.common.vec_env import VecEnvWrapper
     from stable_baselines3.common.vec_env.base_vec_env import VecEnvStepReturn
-except ImportError as error:
-    raise DependencyNotInstalled.for_extra("stable_baselines3", "baselines") from error
 
 __all__ = ["TimeLimitAsTerminal"]
 

@@ -13,17 +13,15 @@ from typing import Any
 
 import numpy as np
 
-from feedbackgym.errors import DependencyNotInstalled
+from feedbackgym.errors import requires_extra
 from feedbackgym.training.torch_ppo.network import Agent, FusedPolicy, make_optimizer, ppo_update
 from feedbackgym.training.torch_ppo.ppo_config import PPOConfig
 from feedbackgym.training.torch_ppo.trainer_view import Credit
 from feedbackgym.training.torch_ppo.update_worker import UpdateWorker
 from feedbackgym.training.workers.env_groups import StepBatch
 
-try:
+with requires_extra("baselines", "torch"):
     import torch
-except ImportError as error:
-    raise DependencyNotInstalled.for_extra("torch", "baselines") from error
 
 
 class Rollout:

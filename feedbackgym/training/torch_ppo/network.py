@@ -12,15 +12,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from feedbackgym.errors import DependencyNotInstalled
+from feedbackgym.errors import requires_extra
 from feedbackgym.training.torch_ppo.trainer_view import TEXT_VOCAB
 
-try:
+with requires_extra("baselines", "torch"):
     import torch
     from torch import nn
     from torch.distributions import Categorical
-except ImportError as error:
-    raise DependencyNotInstalled.for_extra("torch", "baselines") from error
 
 __all__ = ["Agent", "FusedPolicy", "UpdateSettings", "make_optimizer", "ppo_update"]
 

@@ -37,7 +37,7 @@ import numpy as np
 
 from feedbackgym.config import FeedbackConfig
 from feedbackgym.control import FeedbackController
-from feedbackgym.errors import DependencyNotInstalled
+from feedbackgym.errors import requires_extra
 from feedbackgym.training.common.device import resolve_device
 from feedbackgym.training.common.system_metrics import SystemMonitor
 from feedbackgym.training.torch_ppo.learner import Learner, Rollout
@@ -48,10 +48,8 @@ from feedbackgym.training.torch_ppo.network import (
 from feedbackgym.training.torch_ppo.ppo_config import PPOConfig, learning_rate_at, make_vector_env
 from feedbackgym.training.torch_ppo.trainer_view import trainer_env
 
-try:
+with requires_extra("baselines", "torch"):
     import torch
-except ImportError as error:
-    raise DependencyNotInstalled.for_extra("torch", "baselines") from error
 
 __all__ = [
     "Agent",

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from feedbackgym.errors import DependencyNotInstalled
+from feedbackgym.errors import requires_extra
 from feedbackgym.protocol import call_envs
 from feedbackgym.training.common.device import resolve_device
 from feedbackgym.training.common.feedback_metrics import feedback_metrics
@@ -41,11 +41,9 @@ from feedbackgym.training.torch_ppo.ppo import (
 )
 from feedbackgym.training.torch_ppo.trainer_view import TrainerView
 
-try:
+with requires_extra("baselines", "torch"):
     import torch
     from torch.utils.tensorboard import SummaryWriter
-except ImportError as error:
-    raise DependencyNotInstalled.for_extra(error.name or "torch", "baselines") from error
 
 __all__ = ["ppo_config", "rollback", "train_torch_run"]
 

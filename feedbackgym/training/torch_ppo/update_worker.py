@@ -36,13 +36,11 @@ from typing import Any
 
 import numpy as np
 
-from feedbackgym.errors import DependencyNotInstalled, FeedbackGymError
+from feedbackgym.errors import FeedbackGymError, requires_extra
 from feedbackgym.training.torch_ppo.network import Agent, UpdateSettings, make_optimizer, ppo_update
 
-try:
+with requires_extra("baselines", "torch"):
     import torch
-except ImportError as error:
-    raise DependencyNotInstalled.for_extra("torch", "baselines") from error
 
 __all__ = ["UpdateWorker", "UpdateWorkerError"]
 

@@ -38,7 +38,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from feedbackgym.errors import DependencyNotInstalled
+from feedbackgym.errors import requires_extra
 from feedbackgym.training.workers.env_groups import (
     SLOW_ENV_WORKERS,
     EnvWorkerError,
@@ -49,11 +49,9 @@ from feedbackgym.training.workers.env_groups import (
     split_groups,
 )
 
-try:
+with requires_extra("ray"):
     import ray
     from ray.exceptions import GetTimeoutError, RayActorError, RayError
-except ImportError as error:
-    raise DependencyNotInstalled.for_extra("ray", "ray") from error
 
 __all__ = [
     "ENV_ACTOR_CPUS",

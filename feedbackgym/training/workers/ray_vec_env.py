@@ -19,19 +19,17 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from feedbackgym.errors import DependencyNotInstalled
+from feedbackgym.errors import requires_extra
 from feedbackgym.training.workers.env_groups import split_groups
 from feedbackgym.training.workers.ray_actors import ENV_ACTOR_CPUS, EnvActors
 
-try:
+with requires_extra("baselines", "stable_baselines3"):
     from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
     from stable_baselines3.common.vec_env.base_vec_env import (
         VecEnvIndices,
         VecEnvObs,
         VecEnvStepReturn,
     )
-except ImportError as error:
-    raise DependencyNotInstalled.for_extra("stable_baselines3", "baselines") from error
 
 __all__ = ["RayVecEnv"]
 

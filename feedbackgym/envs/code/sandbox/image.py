@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from feedbackgym.errors import DependencyNotInstalled, SandboxError
+from feedbackgym.errors import SandboxError, requires_extra
 
 __all__ = [
     "IMAGE_REPOSITORY",
@@ -230,10 +230,8 @@ def build_with_engine(*, force: bool = False, log: Callable[[str], None] = lambd
         DependencyNotInstalled: The docker SDK is missing.
         SandboxError: No engine answers, or the build failed.
     """
-    try:
+    with requires_extra("code", "docker"):
         import docker
-    except ImportError as error:
-        raise DependencyNotInstalled.for_extra("docker", "code") from error
     try:
         client = docker.from_env()
         client.ping()
