@@ -1,8 +1,42 @@
-"""The trainers a run can use, and the default: names only, so the CLI can offer them cheaply."""
+"""The trainers a run can use, the default, and what a trainer's run function is.
+
+Names only (and a protocol), so the CLI can offer them cheaply.
+"""
 
 from __future__ import annotations
 
-__all__ = ["DEFAULT_TRAINER", "TRAINERS"]
+from collections.abc import Callable
+from typing import Any, Protocol
+
+__all__ = ["DEFAULT_TRAINER", "TRAINERS", "TrainRun"]
+
+
+class TrainRun(Protocol):
+    """A trainer's run function: trains one arm with one seed; returns the run's final state.
+
+    :func:`~feedbackgym.training.experiments.launch.train_run` hands a run to one
+    (the torch trainer's, SB3's); the GRPO trainer's has the same shape.
+
+    Args:
+        config: The run's settings; its ``out_dir`` receives every output
+            (:mod:`~feedbackgym.training.common.run_files`).
+        resume: Continue from the last checkpoint in ``out_dir`` when there is one.
+        progress: Called with the env steps done after each round.
+
+    Returns:
+        The run's final state (its ``state.json``).
+    """
+
+    def __call__(
+        self,
+        config: Any,
+        *,
+        resume: bool = False,
+        progress: Callable[[int], None] | None = None,
+    ) -> dict[str, Any]:
+        """Trains the run."""
+        ...
+
 
 TRAINERS = ("sb3", "torch")
 """The trainers a run can use."""

@@ -16,12 +16,9 @@ def train_run(
     resume: bool = False,
     progress: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
-    """Trains one arm with one seed with the run's trainer; returns the run's final state.
+    """Trains one run with its ``trainer``.
 
-    Args:
-        config: The run's settings; its ``out_dir`` receives every output.
-        resume: Continue from the last checkpoint in ``out_dir`` when there is one.
-        progress: Called with the timestep count after each round.
+    Arguments and result as :class:`~feedbackgym.training.common.trainer_names.TrainRun`.
     """
     if config.trainer == "torch":
         from feedbackgym.training.torch_ppo.run_torch import train_torch_run

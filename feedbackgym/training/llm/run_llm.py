@@ -321,12 +321,9 @@ def train_llm_run(
     resume: bool = False,
     progress: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
-    """Trains one arm with one seed by GRPO; returns the run's final state.
+    """Trains one run by GRPO.
 
-    Args:
-        config: The run's settings; ``out_dir`` receives every output.
-        resume: Continue from the last checkpoint in ``out_dir`` when there is one.
-        progress: Called with the env steps done after each round.
+    Arguments and result as :class:`~feedbackgym.training.common.trainer_names.TrainRun`.
     """
     from datasets import Dataset
 

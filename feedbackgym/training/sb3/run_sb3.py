@@ -164,12 +164,9 @@ def train_sb3_run(
     resume: bool = False,
     progress: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
-    """Trains one arm with one seed with SB3's PPO; returns the run's final state.
+    """Trains one run with SB3's PPO.
 
-    Args:
-        config: The run's settings; its ``out_dir`` receives every output.
-        resume: Continue from the last checkpoint in ``out_dir`` when there is one.
-        progress: Called with the timestep count after each round.
+    Arguments and result as :class:`~feedbackgym.training.common.trainer_names.TrainRun`.
     """
     device = str(resolve_device(config.device))
     state = prepare_run_dir(config, resume=resume, rounds=config.rounds)

@@ -77,12 +77,9 @@ def train_torch_run(
     resume: bool = False,
     progress: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
-    """Trains one arm with one seed with the torch trainer; returns the run's final state.
+    """Trains one run with the torch trainer.
 
-    Args:
-        config: The run's settings (``trainer="torch"``); ``out_dir`` receives every output.
-        resume: Continue from the last checkpoint in ``out_dir`` when there is one.
-        progress: Called with the timestep count after each round.
+    Arguments and result as :class:`~feedbackgym.training.common.trainer_names.TrainRun`.
     """
     ppo = ppo_config(config)
     device = resolve_device(config.device)
