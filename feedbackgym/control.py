@@ -68,17 +68,18 @@ class RewardDropAlert:
     has lost nothing guidance gave it. After firing it counts afresh.
 
     Args:
-        drop: Relative fall that counts (0.2: 20%).
-        rounds: Consecutive falls that raise the alert.
-        reading: ``"cumulative"`` or ``"each"``.
-        floor: Smallest magnitude of mean a fall counts from (0: any but 0).
-        smoothing: Weight of each new round in the moving average, in (0, 1] (1: raw).
-        noise: How many times the smoothed mean's spread a fall must exceed (0: any).
-        hook: Called with ``(round, message)`` when it fires, besides the log warning.
+        hook: Called with ``(round, message)`` when it fires, besides the log warning
+            (and the config's ``webhook``, if it names one).
+        config: The rule's settings (:class:`~feedbackgym.config.AlertConfig`:
+            ``drop``, ``rounds``, ``reading``, ``floor``, ``smoothing``, ``noise``,
+            ``webhook``); the config's defaults by default.
+        **settings: Settings over ``config``'s, by name.
+
+    Attributes:
+        config: The rule's settings, checked.
 
     Raises:
-        ValueError: A bad ``drop``, ``rounds``, ``reading``, ``floor``,
-            ``smoothing`` or ``noise`` (named).
+        ConfigError: A bad or unknown setting (named).
 
     Example:
         >>> means = [1.0, 0.9, 0.8, 0.7]  # 10% a round, 30% in all
@@ -96,42 +97,17 @@ class RewardDropAlert:
         [False, False, True]
     """
 
-    READINGS = ("cumulative", "each")
-    """The readings of the rule."""
-
     def __init__(
         self,
-        drop: float = _ALERT.drop,
-        rounds: int = _ALERT.rounds,
         hook: Callable[[int, str], None] | None = None,
         *,
-        reading: str = _ALERT.reading,
-        floor: float = _ALERT.floor,
-        smoothing: float = _ALERT.smoothing,
-        noise: float = _ALERT.noise,
+        config: AlertConfig = _ALERT,
+        **settings: Any,
     ) -> None:
-        if not 0 < drop < 1:
-            raise ValueError(f"RewardDropAlert drop must be in (0, 1), got {drop}")
-        if rounds < 1:
-            raise ValueError(f"RewardDropAlert rounds must be >= 1, got {rounds}")
-        if reading not in self.READINGS:
-            raise ValueError(
-                f"RewardDropAlert reading must be one of {', '.join(self.READINGS)}, "
-                f"got {reading!r}"
-            )
-        if not floor >= 0:
-            raise ValueError(f"RewardDropAlert floor must be >= 0, got {floor}")
-        if not 0 < smoothing <= 1:
-            raise ValueError(f"RewardDropAlert smoothing must be in (0, 1], got {smoothing}")
-        if not noise >= 0:
-            raise ValueError(f"RewardDropAlert noise must be >= 0, got {noise}")
-        self.drop = drop
-        self.rounds = rounds
-        self.reading = reading
-        self.floor = floor
-        self.smoothing = smoothing
-        self.noise = noise
-        self.hook = hook
+        merged = {**config.model_dump(), **settings}
+        self.config = FeedbackConfig.from_mapping({"alert": merged}, "RewardDropAlert").alert
+        webhook = self.config.webhook
+        self.hook = hook if webhook is None else _both(Webhook(webhook), hook)
         self._variance = 0.0
         """The moving average of the rounds' squared deviations from it."""
         self._means: list[float] = []
@@ -140,28 +116,6 @@ class RewardDropAlert:
         self._spread = 0.0
         """The smoothed mean's spread when the streak began."""
         self.fired: list[int] = []
-
-    @classmethod
-    def from_config(
-        cls, config: AlertConfig, hook: Callable[[int, str], None] | None = None
-    ) -> RewardDropAlert:
-        """The alert a config's ``alert`` section describes (its ``webhook`` sends each alert).
-
-        Example:
-            >>> RewardDropAlert.from_config(AlertConfig(reading="each")).reading
-            'each'
-        """
-        if config.webhook is not None:
-            hook = _both(Webhook(config.webhook), hook)
-        return cls(
-            config.drop,
-            config.rounds,
-            hook,
-            reading=config.reading,
-            floor=config.floor,
-            smoothing=config.smoothing,
-            noise=config.noise,
-        )
 
     def state_dict(self) -> dict[str, Any]:
         """The moving averages, the streak counted so far and the rounds it fired at."""
@@ -187,51 +141,52 @@ class RewardDropAlert:
         self.fired = [int(r) for r in state["fired"]]
 
     def _counts_from(self, mean: float) -> bool:
-        return mean != 0 and abs(mean) >= self.floor
+        return mean != 0 and abs(mean) >= self.config.floor
 
     def _falls(self, last: float, mean: float) -> bool:
         """Whether the step from ``last`` to ``mean`` goes on the streak."""
-        if self.reading == "cumulative":
+        if self.config.reading == "cumulative":
             return mean < last
         # Relative to |last|: -1 -> -1.5 falls.
-        return self._counts_from(last) and (last - mean) / abs(last) > self.drop
+        return self._counts_from(last) and (last - mean) / abs(last) > self.config.drop
 
     def _fires(self) -> bool:
-        if len(self._means) <= self.rounds:
+        if len(self._means) <= self.config.rounds:
             return False
         first, now = self._means[0], self._means[-1]
-        if first - now <= self.noise * self._spread:
+        if first - now <= self.config.noise * self._spread:
             return False
-        if self.reading == "each":
+        if self.config.reading == "each":
             return True
-        return self._counts_from(first) and (first - now) / abs(first) > self.drop
+        return self._counts_from(first) and (first - now) / abs(first) > self.config.drop
 
     def _smooth(self, mean_reward: float) -> float:
         """Moves the variance by one round's mean; returns the new moving average."""
         if not self._means:
             return mean_reward
         deviation = mean_reward - self._means[-1]
-        self._variance += self.smoothing * (deviation**2 - self._variance)
-        return self._means[-1] + self.smoothing * deviation
+        self._variance += self.config.smoothing * (deviation**2 - self._variance)
+        return self._means[-1] + self.config.smoothing * deviation
 
     def update(self, round_: int, mean_reward: float) -> bool:
         """Adds one round's mean reward; returns whether the alert fired."""
         if not math.isfinite(mean_reward):
             return False  # a round without a finite mean neither counts nor breaks a streak
         # The spread of the average of iid rounds: the rounds' own, times sqrt(a / (2 - a)).
-        spread = math.sqrt(self._variance * self.smoothing / (2 - self.smoothing))
+        spread = math.sqrt(self._variance * self.config.smoothing / (2 - self.config.smoothing))
         smoothed = self._smooth(mean_reward)
         if self._means and self._falls(self._means[-1], smoothed):
-            self._means = [*self._means, smoothed][-(self.rounds + 1) :]
+            self._means = [*self._means, smoothed][-(self.config.rounds + 1) :]
         else:
             self._means, self._spread = [smoothed], spread
         if not self._fires():
             return False
         self._means = [smoothed]
-        total = "in total" if self.reading == "cumulative" else "each round"
+        total = "in total" if self.config.reading == "cumulative" else "each round"
+        rounds = self.config.rounds
         message = (
-            f"mean reward fell {self.rounds} round{'s' * (self.rounds > 1)} in a row, "
-            f"by more than {self.drop:.0%} {total} and beyond its noise "
+            f"mean reward fell {rounds} round{'s' * (rounds > 1)} in a row, "
+            f"by more than {self.config.drop:.0%} {total} and beyond its noise "
             f"(smoothed {smoothed:.3f}, this round {mean_reward:.3f}, round {round_}): "
             "guidance may have been withdrawn too early; lengthen the fade 1.5-2x and "
             "start reviews less often"
@@ -355,7 +310,7 @@ class FeedbackController:
             schedule if schedule is not None else schedule_from_config(self.config.schedule)
         )
         self.reliance = _reliance_rule(self.config)
-        self.alert = alert if alert is not None else RewardDropAlert.from_config(self.config.alert)
+        self.alert = alert if alert is not None else RewardDropAlert(config=self.config.alert)
         self.alert_fired = False
         self.round = 0
         self.progress = 0.0

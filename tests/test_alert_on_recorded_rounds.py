@@ -37,7 +37,7 @@ RUNS = _runs()
 
 
 def _fired(means: list[float], **settings: float) -> list[int]:
-    alert = RewardDropAlert.from_config(AlertConfig(**settings))
+    alert = RewardDropAlert(config=AlertConfig(**settings))
     return [round_ for round_, mean in enumerate(means) if alert.update(round_, mean)]
 
 

@@ -201,12 +201,14 @@ def test_the_two_readings_of_the_reward_drop_rule(means, cumulative, each):
 
 def test_the_reward_drop_alert_comes_from_the_config_and_resumes_its_streak():
     config = merge_config(FeedbackConfig(), {"alert": {"reading": "each", "floor": 0.0}})
-    assert FeedbackController(config).alert.reading == "each"
-    assert FeedbackController().alert.reading == "cumulative"
+    assert FeedbackController(config).alert.config.reading == "each"
+    assert FeedbackController().alert.config.reading == "cumulative"
     with pytest.raises(ConfigError, match=r"alert\.reading"):
         merge_config(FeedbackConfig(), {"alert": {"reading": "total"}})
-    with pytest.raises(ValueError, match="reading must be one of cumulative, each"):
+    with pytest.raises(ConfigError, match=r"RewardDropAlert: alert\.reading"):
         RewardDropAlert(reading="total")
+    with pytest.raises(ConfigError, match=r"alert\.tolerance"):
+        RewardDropAlert(tolerance=2)
     first = RewardDropAlert()
     for round_, mean in enumerate(
         [0.5, 0.7, 0.6, 0.45, 0.4, 0.6, 0.7, 0.55, 0.5, 0.65, -0.5, -0.5]
@@ -337,8 +339,8 @@ def test_the_alert_channel_sends_each_alert_to_the_webhook():
     url = f"http://127.0.0.1:{server.server_port}/alerts"
     try:
         hooked = []
-        alert = RewardDropAlert.from_config(
-            AlertConfig(webhook=url, smoothing=1.0, noise=0.0), hook=lambda r, m: hooked.append(r)
+        alert = RewardDropAlert(
+            lambda r, m: hooked.append(r), config=AlertConfig(webhook=url, smoothing=1.0, noise=0.0)
         )
         channel = Webhook(url, timeout_s=5)
         for round_, mean in enumerate([1.0, 0.9, 0.8, 0.7]):

@@ -8,12 +8,14 @@ docstring's ``May import`` line names, and the layers below ``training``):
 - :mod:`feedbackgym.training.common`: what every run shares: the arms, a run's
   settings and directory, the round book, validation, metrics, system
   metrics, behaviour cloning, the device;
-- :mod:`feedbackgym.training.torch_ppo` and :mod:`feedbackgym.training.sb3`:
-  the two trainers, side by side, neither importing the other;
+- :mod:`feedbackgym.training.torch_ppo`, :mod:`feedbackgym.training.sb3` and
+  :mod:`feedbackgym.training.llm`: the three trainers (PPO in torch, SB3's PPO,
+  GRPO of a language model with its supervised warm-up), side by side, none
+  importing another;
 - :mod:`feedbackgym.training.experiments`: one run with its trainer, the arm
   comparison (in processes or on Ray), its statistics and reports.
 
-Heavy libraries (torch, stable-baselines3, tensorboard, matplotlib, ray) load
+Heavy libraries (torch, stable-baselines3, transformers, trl, tensorboard, matplotlib, ray) load
 in the modules that use them; :mod:`feedbackgym.training.common.arms` and
 :mod:`feedbackgym.training.common.trainer_names` need only the core package.
 

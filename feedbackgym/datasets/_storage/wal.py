@@ -2,7 +2,7 @@
 
 A log starts with :data:`FILE_MAGIC` and a framed JSON header; each episode is
 one frame: ``b"FGEP"``, a CRC-32 and a ``u64`` length of the body, then the
-body (see :mod:`._codec`). A frame cut short by a crash, or one whose CRC does
+body (see :mod:`.codec`). A frame cut short by a crash, or one whose CRC does
 not match, ends the log: everything before it is intact, because frames are
 only ever appended.
 

@@ -1,11 +1,11 @@
 """A writer process: encodes, logs and seals the episodes one recording process sends it.
 
-Started by :class:`~._writer_process.WriterProcess` as
+Started by :class:`~.writer_process.WriterProcess` as
 ``python -m feedbackgym.datasets._storage.writer_main``: requests come on stdin and
-replies go on stdout (see :mod:`._channel`). The first request opens the
+replies go on stdout (see :mod:`.channel`). The first request opens the
 store; then each episode (an :class:`~feedbackgym.datasets.builder.EpisodeBuilder` as it stood at
 the episode's end, its packer sent once apart) is encoded and handed to a
-:class:`~._writer.ShardWriter`, which appends it to the shard's write-ahead log
+:class:`~.writer.ShardWriter`, which appends it to the shard's write-ahead log
 and seals segments on its own thread, and the recorder is told (an
 acknowledgement: from then on the episode survives this process's death).
 At the end of stdin, which is also what the recorder's death looks like
@@ -43,7 +43,7 @@ logger = logging.getLogger(__name__)
 
 BATCH_PAUSE_S = 0.02
 """Seconds the writer waits after serving what was in the pipe before reading again
-(see :class:`~._channel.RequestReader`): a recorder at 300 episodes a second then wakes it
+(see :class:`~.channel.RequestReader`): a recorder at 300 episodes a second then wakes it
 about 50 times a second instead of 300."""
 
 

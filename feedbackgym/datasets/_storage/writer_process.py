@@ -3,7 +3,7 @@
 A recording process (a trainer, an env worker) hands each finished episode's
 :class:`~feedbackgym.datasets.builder.EpisodeBuilder` (its packed rows and kept values, pickled,
 the packer sent once) down a pipe to a child process, which encodes it, logs
-it and seals segments (see :mod:`._writer_main`). What stays in the stepping
+it and seals segments (see :mod:`.writer_main`). What stays in the stepping
 process is the per-step packing and one pickle and ``write`` per episode;
 the encoding, the JSON of the feedback payloads, the log record and the HDF5
 seal run beside it.
