@@ -3,12 +3,13 @@ r"""Time to a result through ``compare``: wall-clock and env steps to 50% and 80
 In one run on one machine, one ``feedbackgym compare`` command after another
 (the path users take: a subprocess, validations and the report included):
 
-* the shaping arm on OpsIncident hard (``--gamma 0.995 --time-limit-terminal``)
-  with the torch trainer's defaults, with ``--preset sb3`` (SB3's update, the
-  torch trainer), and with ``--trainer sb3``, ``--seeds`` seeds each, one run at
-  a time: env steps and seconds to 50% and 80% validation success (IQM over the
-  seeds, from each run's ``curve.csv``; ``≥`` where a run never got there, counted
-  at its end), and final success (IQM [95% CI]);
+* the ``--arms`` (default: shaping) on ``--env`` (default: OpsIncident-v0 hard, with
+  ``--flags`` ``--gamma 0.995 --time-limit-terminal``) with the torch trainer's
+  defaults, with ``--preset sb3`` (SB3's update, the torch trainer), and with
+  ``--trainer sb3``, ``--seeds`` seeds each, one run at a time, one ``compare`` a
+  setup: env steps and seconds to 50% and 80% validation success per arm (IQM over
+  the seeds, from each run's ``curve.csv``; ``≥`` where a run never got there,
+  counted at its end), and final success (IQM [95% CI]);
 * throughput: the 131,072-step command ``compare --env feedbackgym/OpsIncidentHard-v0
   --arms guide-then-review --seeds 1 --steps 131072 --jobs 1 --trainer torch``
   (the whole command's steps/s, validations included) beside the bare loop's
@@ -22,12 +23,15 @@ run add its sessions).
 
 Example:
     python benchmarks/time_to_result.py --seeds 5 --out runs/time-to-result --resume
+    python benchmarks/time_to_result.py --env feedbackgym/OpsIncidentEasy-v1 \
+        --arms shaping,shaping+reexplore --flags="" --steps 1000000 --out runs/ttr-v1
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import subprocess
 import sys
 import time
@@ -43,6 +47,9 @@ from feedbackgym.training.common.run_files import read_curve
 from feedbackgym.training.experiments.stats import bootstrap_ci, iqm, steps_to
 
 ENV_ID = "feedbackgym/OpsIncidentHard-v0"
+"""The default ``--env``, and the env of the throughput measurement."""
+FLAGS = "--gamma 0.995 --time-limit-terminal"
+"""The default ``--flags``: the ``compare`` flags every setup adds (hard v0's)."""
 SETUPS = {
     "torch": [],
     "torch-preset-sb3": ["--preset", "sb3"],
@@ -63,9 +70,16 @@ def compare(out: Path, flags: list[str], *, resume: bool) -> float:
     return time.perf_counter() - start
 
 
-def to_result(out: Path) -> dict[str, Any]:
-    """Steps and seconds to 50% / 80% (IQM over the runs), and final success, from the curves."""
-    curves = [read_curve(run) for run in sorted((out / "runs").iterdir())]
+def to_result(out: Path, arm: str) -> dict[str, Any]:
+    """Steps and seconds to 50% / 80% (IQM over ``arm``'s runs), and final success, from the curves.
+
+    Raises:
+        FileNotFoundError: ``out`` holds no run of ``arm``.
+    """
+    runs = sorted((out / "runs").glob(f"{arm}-seed*"))
+    if not runs:
+        raise FileNotFoundError(f"no run of {arm} in {out / 'runs'}")
+    curves = [read_curve(run) for run in runs]
     row: dict[str, Any] = {"runs": len(curves)}
     for percent in (50, 80):
         steps, seconds, reached = [], [], 0
@@ -123,6 +137,11 @@ def _mark(row: dict[str, Any], percent: int) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", default=ENV_ID, help="the env (default %(default)s)")
+    parser.add_argument("--arms", default="shaping", help="comma-separated (default shaping)")
+    parser.add_argument(
+        "--flags", default=FLAGS, help="compare flags every setup adds (default %(default)s)"
+    )
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=2_000_000, help="budget of the torch runs")
     parser.add_argument("--sb3-steps", type=int, default=500_000, help="budget of the SB3 runs")
@@ -132,20 +151,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--skip-throughput", action="store_true")
     args = parser.parse_args(argv)
     out = Path(args.out)
+    arms = args.arms.split(",")
     results: dict[str, Any] = {}
     for name in args.setups.split(","):
         if name not in SETUPS:
             parser.error(f"--setups: unknown setup {name!r}; choose from {', '.join(SETUPS)}")
         steps = args.sb3_steps if name == "sb3" else args.steps
         flags = [
-            *("--env", ENV_ID, "--arms", "shaping", "--seeds", str(args.seeds)),
-            *("--steps", str(steps), "--jobs", "1", "--gamma", "0.995", "--time-limit-terminal"),
+            *("--env", args.env, "--arms", args.arms, "--seeds", str(args.seeds)),
+            *("--steps", str(steps), "--jobs", "1", *shlex.split(args.flags)),
             *SETUPS[name],
         ]
         folder = out / name
         seconds = compare(folder, flags, resume=args.resume)
-        results[name] = {**to_result(folder), "command_seconds": seconds, "steps": steps}
-        print(name, json.dumps(results[name]), flush=True)
+        for arm in arms:
+            row = f"{name}, {arm}" if len(arms) > 1 else name
+            results[row] = {**to_result(folder, arm), "command_seconds": seconds, "steps": steps}
+            print(row, json.dumps(results[row]), flush=True)
     if not args.skip_throughput:
         stack = stack_rate(THROUGHPUT_STEPS // 4)
         flags = [
@@ -156,7 +178,7 @@ def main(argv: list[str] | None = None) -> None:
         bare = bare_loop_rate(THROUGHPUT_STEPS)
         results["throughput"] = {"stack": stack, "compare": command, "bare_loop": bare}
     (out / "results.json").write_text(json.dumps(results, indent=2))
-    print(f"\n{ENV_ID}, shaping, --gamma 0.995 --time-limit-terminal, {args.seeds} seeds, 2 cores")
+    print(f"\n{args.env}, {args.arms}, {args.flags or 'no flags'}, {args.seeds} seeds, 2 cores")
     print("| setup | steps | to 50%: steps | s | to 80%: steps | s | final success |")
     print("|---|---|---|---|---|---|---|")
     for name, row in results.items():
