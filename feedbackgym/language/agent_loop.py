@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -225,6 +225,55 @@ class ChatAgent:
         self.turns = check_turns(turns)
         self.down = ""
         self._errors_in_row = 0
+
+    @classmethod
+    def within(cls, client: ChatClient, context: int | None, **settings: Any) -> ChatAgent:
+        """An agent whose prompts keep within the model's ``context`` (``None``: no bound).
+
+        The prompt budget is :func:`prompt_budget`'s, counted by the server's
+        tokenizer when it has an endpoint for it, else bounded by UTF-8 bytes;
+        ``settings`` are the constructor's.
+        """
+        window = None
+        if context is not None:
+            counter = token_counter(client.base_url, client.model, timeout_s=client.timeout_s)
+            window = PromptWindow(prompt_budget(context), counter)
+        return cls(client, window=window, **settings)
+
+    def play_seeds(
+        self,
+        attempt_env: Callable[[int], gym.Env[Any, Any]],
+        *,
+        episodes: int,
+        seed: int = 0,
+        attempts: int = 1,
+        cut_short: Callable[[AgentResult], str],
+    ) -> Iterator[AgentResult]:
+        """Plays ``episodes`` seeds (``seed``, ``seed + 1``, ...) ``attempts`` times each.
+
+        Args:
+            attempt_env: The env an attempt (counted from 1) plays.
+            episodes: How many seeds.
+            seed: The first seed.
+            attempts: Episodes played at each seed, in a row.
+            cut_short: What became of an episode the model's failure stopped (for the error).
+
+        Raises:
+            ConfigError: ``attempts`` is below 1.
+            ModelUnavailable: (after yielding the episode it stopped) The model failed
+                ``max_errors`` calls in a row.
+        """
+        if attempts < 1:
+            raise ConfigError(f"attempts must be at least 1, got {attempts}")
+        for n in range(episodes):
+            for attempt in range(1, attempts + 1):
+                result = self.play(attempt_env(attempt), seed + n, attempt)
+                yield result
+                if result.stopped:
+                    raise ModelUnavailable(
+                        f"the model stopped answering ({self.down}); the episode at seed "
+                        f"{result.seed} {cut_short(result)}"
+                    )
 
     def play(self, env: gym.Env[Any, Any], seed: int, attempt: int = 1) -> AgentResult:
         """Plays one episode from ``reset(seed=seed)``; reviews that come go to the memory.
@@ -520,20 +569,14 @@ def run_agent(
     """
     from feedbackgym.wrappers import AddGuide, AddReview
 
-    if attempts < 1:
-        raise ConfigError(f"attempts must be at least 1, got {attempts}")
-    window = None
-    if context is not None:
-        counter = token_counter(client.base_url, client.model, timeout_s=client.timeout_s)
-        window = PromptWindow(prompt_budget(context), counter)
-    agent = ChatAgent(
+    agent = ChatAgent.within(
         client,
+        context,
         memory=memory,
         arm=arm,
         retries=retries,
         fallback=fallback,
         template=template,
-        window=window,
         max_errors=max_errors,
         turns=turns,
     )
@@ -552,17 +595,19 @@ def run_agent(
             env, channels=("info",), reviewer=reviewer, level=level, deadline_ms=deadline_ms
         )
         recorder = _Recorder(env, store, env_id, round)
-        for n in range(episodes):
-            for attempt in range(1, attempts + 1):
-                hinted.set_weight(1.0 if agent.arm.hints_on(attempt) else 0.0)
-                reviewed.set_weight(1.0 if agent.arm.reviews else 0.0)
-                result = agent.play(recorder.labelled(agent.arm.name, attempt), seed + n, attempt)
-                yield result
-                if result.stopped:
-                    raise ModelUnavailable(
-                        f"the model stopped answering ({agent.down}); the episode at seed "
-                        f"{result.seed} was cut short after {result.length} steps and recorded"
-                    )
+
+        def attempt_env(attempt: int) -> gym.Env[Any, Any]:
+            hinted.set_weight(1.0 if agent.arm.hints_on(attempt) else 0.0)
+            reviewed.set_weight(1.0 if agent.arm.reviews else 0.0)
+            return recorder.labelled(agent.arm.name, attempt)
+
+        yield from agent.play_seeds(
+            attempt_env,
+            episodes=episodes,
+            seed=seed,
+            attempts=attempts,
+            cut_short=lambda r: f"was cut short after {r.length} steps and recorded",
+        )
     finally:
         if recorder is not None:
             recorder.close()

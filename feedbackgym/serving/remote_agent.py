@@ -13,18 +13,14 @@ import os
 from collections.abc import Iterator
 
 from feedbackgym.chat import ChatClient
-from feedbackgym.errors import ConfigError
 from feedbackgym.language.agent_arms import DEFAULT_AGENT_ARM
 from feedbackgym.language.agent_loop import (
     DEFAULT_MAX_ERRORS,
     DEFAULT_MEMORY,
     AgentResult,
     ChatAgent,
-    ModelUnavailable,
-    prompt_budget,
 )
 from feedbackgym.language.episode_chat import DEFAULT_TURNS
-from feedbackgym.language.prompt_window import PromptWindow, token_counter
 from feedbackgym.serving.remote_env import RemoteEnv
 
 __all__ = ["run_remote_agent"]
@@ -62,33 +58,25 @@ def run_remote_agent(
         ...
         feedbackgym.serving.remote_env.RemoteEnvError: no feedbackgym serve-env server at ...
     """
-    if attempts < 1:
-        raise ConfigError(f"attempts must be at least 1, got {attempts}")
-    window = None
-    if context is not None:
-        counter = token_counter(client.base_url, client.model, timeout_s=client.timeout_s)
-        window = PromptWindow(prompt_budget(context), counter)
-    agent = ChatAgent(
+    agent = ChatAgent.within(
         client,
+        context,
         memory=memory,
         arm=arm,
         retries=retries,
         fallback=fallback,
         template=template,
-        window=window,
         max_errors=max_errors,
         turns=turns,
     )
     env = RemoteEnv(url, message_timeout_s=max(60.0, client.timeout_s))
     try:
-        for n in range(episodes):
-            for attempt in range(1, attempts + 1):
-                result = agent.play(env, seed + n, attempt)
-                yield result
-                if result.stopped:
-                    raise ModelUnavailable(
-                        f"the model stopped answering ({agent.down}); the episode at seed "
-                        f"{result.seed} was played out with the fallback action"
-                    )
+        yield from agent.play_seeds(
+            lambda attempt: env,
+            episodes=episodes,
+            seed=seed,
+            attempts=attempts,
+            cut_short=lambda r: "was played out with the fallback action",
+        )
     finally:
         env.close()
