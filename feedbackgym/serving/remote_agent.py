@@ -9,18 +9,14 @@ Episodes are not recorded here (the server's env is not this process's).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
+from typing import Any
 
 from feedbackgym.chat import ChatClient
-from feedbackgym.language.agent_arms import DEFAULT_AGENT_ARM
 from feedbackgym.language.agent_loop import (
-    DEFAULT_MAX_ERRORS,
-    DEFAULT_MEMORY,
     AgentResult,
     ChatAgent,
 )
-from feedbackgym.language.episode_chat import DEFAULT_TURNS
 from feedbackgym.serving.remote_env import RemoteEnv
 
 __all__ = ["run_remote_agent"]
@@ -33,18 +29,14 @@ def run_remote_agent(
     episodes: int,
     seed: int = 0,
     attempts: int = 1,
-    arm: str = DEFAULT_AGENT_ARM,
-    memory: int = DEFAULT_MEMORY,
-    retries: int = 1,
-    fallback: str | None = None,
-    template: str | os.PathLike[str] | None = None,
     context: int | None = None,
-    max_errors: int = DEFAULT_MAX_ERRORS,
-    turns: str = DEFAULT_TURNS,
+    **agent_settings: Any,
 ) -> Iterator[AgentResult]:
     """Plays ``episodes`` seeds ``attempts`` times each on the server at ``url``, yielding each.
 
-    The arguments are :func:`~feedbackgym.language.agent_loop.run_agent`'s.
+    The arguments are :func:`~feedbackgym.language.agent_loop.run_agent`'s; ``agent_settings``
+    are :class:`~feedbackgym.language.agent_loop.ChatAgent`'s (``memory``, ``arm``,
+    ``retries``, ``fallback``, ``template``, ``max_errors``, ``turns``).
 
     Raises:
         RemoteEnvError: No server at ``url``, or it refused a message.
@@ -58,17 +50,7 @@ def run_remote_agent(
         ...
         feedbackgym.serving.remote_env.RemoteEnvError: no feedbackgym serve-env server at ...
     """
-    agent = ChatAgent.within(
-        client,
-        context,
-        memory=memory,
-        arm=arm,
-        retries=retries,
-        fallback=fallback,
-        template=template,
-        max_errors=max_errors,
-        turns=turns,
-    )
+    agent = ChatAgent.within(client, context, **agent_settings)
     env = RemoteEnv(url, message_timeout_s=max(60.0, client.timeout_s))
     try:
         yield from agent.play_seeds(
