@@ -22,6 +22,7 @@ from feedbackgym.control import FeedbackController
 from feedbackgym.errors import requires_extra
 from feedbackgym.training.common.run_files import (
     append_curve,
+    best_checkpoint,
     drop_old_checkpoints,
     read_state,
     write_state,
@@ -124,7 +125,7 @@ class RoundBook:
             evaluation = self.validate(finished + 1, timesteps, policy, log)
             if evaluation.success > self.best:
                 self.best = evaluation.success
-                best = self.checkpoints / f"best{self.suffix}"
+                best = best_checkpoint(self.run_dir, self.suffix, exists=False)
                 shutil.copyfile(self.checkpoint(finished), best.with_name(best.name + ".tmp"))
                 best.with_name(best.name + ".tmp").replace(best)  # atomic, like state.json
                 state["best_round"] = finished

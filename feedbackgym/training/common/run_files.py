@@ -33,6 +33,7 @@ __all__ = [
     "CURVE_FIELDS",
     "SavedRunConfig",
     "append_curve",
+    "best_checkpoint",
     "check_same_settings",
     "drop_curve_rows_after",
     "drop_old_checkpoints",
@@ -132,6 +133,27 @@ def write_state(run_dir: Path, state: dict[str, Any]) -> None:
     tmp = run_dir / "state.json.tmp"
     tmp.write_text(json.dumps(state, indent=2))
     tmp.replace(run_dir / "state.json")
+
+
+def best_checkpoint(run_dir: str | Path, suffix: str, *, exists: bool = True) -> Path:
+    """The run's checkpoint with the best validation success: the rollback target.
+
+    Args:
+        run_dir: The run directory.
+        suffix: The trainer's checkpoint suffix (``.zip`` for SB3, ``.pt`` for torch).
+        exists: Raise when the run has none yet.
+
+    Raises:
+        FileNotFoundError: ``exists`` and the run has no best checkpoint yet.
+
+    Example:
+        >>> best_checkpoint("runs/a", ".pt", exists=False).as_posix()
+        'runs/a/checkpoints/best.pt'
+    """
+    best = Path(run_dir) / "checkpoints" / f"best{suffix}"
+    if exists and not best.exists():
+        raise FileNotFoundError(f"{run_dir} has no best checkpoint yet")
+    return best
 
 
 def drop_old_checkpoints(checkpoints: Path, keep: int, suffix: str) -> None:

@@ -24,6 +24,7 @@ from feedbackgym.training.common.device import resolve_device
 from feedbackgym.training.common.round_book import RoundBook
 from feedbackgym.training.common.run_files import (
     CURVE_FIELDS,
+    best_checkpoint,
     prepare_run_dir,
     read_curve,
 )
@@ -252,7 +253,4 @@ def rollback(run_dir: str | Path) -> PPO:
     Raises:
         FileNotFoundError: The run has no best checkpoint yet.
     """
-    best = Path(run_dir) / "checkpoints" / "best.zip"
-    if not best.exists():
-        raise FileNotFoundError(f"{run_dir} has no best checkpoint yet")
-    return PPO.load(best, device="cpu")
+    return PPO.load(best_checkpoint(run_dir, ".zip"), device="cpu")

@@ -22,7 +22,11 @@ from feedbackgym.protocol import call_envs
 from feedbackgym.training.common.device import resolve_device
 from feedbackgym.training.common.feedback_metrics import feedback_metrics
 from feedbackgym.training.common.round_book import RoundBook
-from feedbackgym.training.common.run_files import prepare_run_dir, tensorboard_dir
+from feedbackgym.training.common.run_files import (
+    best_checkpoint,
+    prepare_run_dir,
+    tensorboard_dir,
+)
 from feedbackgym.training.common.run_settings import (
     RunConfig,
     close_run,
@@ -209,10 +213,7 @@ def rollback(run_dir: str | Path) -> Agent:
     Raises:
         FileNotFoundError: The run has no best checkpoint yet.
     """
-    best = Path(run_dir) / "checkpoints" / "best.pt"
-    if not best.exists():
-        raise FileNotFoundError(f"{run_dir} has no best checkpoint yet")
-    checkpoint = torch.load(best, weights_only=True)
+    checkpoint = torch.load(best_checkpoint(run_dir, ".pt"), weights_only=True)
     agent = Agent(**checkpoint["shape"])
     agent.load_state_dict(checkpoint["agent"])
     return agent
