@@ -8,7 +8,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-__all__ = ["DEFAULT_TRAINER", "TRAINERS", "TrainRun"]
+__all__ = ["DEFAULT_TRAINER", "TRAINERS", "Progress", "RunState", "TrainRun"]
+
+Progress = Callable[[int], None] | None
+"""What a run calls with the env steps done after each round (``None``: nothing)."""
+RunState = dict[str, Any]
+"""A run's state as its ``state.json`` holds it."""
 
 
 class TrainRun(Protocol):
@@ -27,13 +32,7 @@ class TrainRun(Protocol):
         The run's final state (its ``state.json``).
     """
 
-    def __call__(
-        self,
-        config: Any,
-        *,
-        resume: bool = False,
-        progress: Callable[[int], None] | None = None,
-    ) -> dict[str, Any]:
+    def __call__(self, config: Any, *, resume: bool = False, progress: Progress = None) -> RunState:
         """Trains the run."""
         ...
 

@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from feedbackgym.training.common.run_settings import RunConfig
+from feedbackgym.training.common.trainer_names import Progress, RunState
 
 __all__ = ["train_run"]
 
 
-def train_run(
-    config: RunConfig,
-    *,
-    resume: bool = False,
-    progress: Callable[[int], None] | None = None,
-) -> dict[str, Any]:
+def train_run(config: RunConfig, *, resume: bool = False, progress: Progress = None) -> RunState:
     """Trains one run with its ``trainer``.
 
     Arguments and result as :class:`~feedbackgym.training.common.trainer_names.TrainRun`.

@@ -11,7 +11,6 @@ training episode, with its hints, reviews, feedback state and the switch time.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ from feedbackgym.training.common.run_settings import (
     in_worker_processes,
     open_store,
 )
+from feedbackgym.training.common.trainer_names import Progress, RunState
 from feedbackgym.training.common.validation import Policy, validation_envs
 from feedbackgym.training.workers.env_groups import steps_slowly
 from feedbackgym.wrappers.stack import make
@@ -160,11 +160,8 @@ def _make_vec_env(config: RunConfig, feedback: FeedbackConfig, store: Any, *, se
 
 
 def train_sb3_run(
-    config: RunConfig,
-    *,
-    resume: bool = False,
-    progress: Callable[[int], None] | None = None,
-) -> dict[str, Any]:
+    config: RunConfig, *, resume: bool = False, progress: Progress = None
+) -> RunState:
     """Trains one run with SB3's PPO.
 
     Arguments and result as :class:`~feedbackgym.training.common.trainer_names.TrainRun`.

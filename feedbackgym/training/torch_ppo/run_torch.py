@@ -33,6 +33,7 @@ from feedbackgym.training.common.run_settings import (
     open_store,
 )
 from feedbackgym.training.common.system_metrics import SystemMonitor
+from feedbackgym.training.common.trainer_names import Progress, RunState
 from feedbackgym.training.common.validation import validation_envs
 from feedbackgym.training.torch_ppo.ppo import (
     Agent,
@@ -76,11 +77,8 @@ def ppo_config(config: RunConfig) -> PPOConfig:
 
 
 def train_torch_run(
-    config: RunConfig,
-    *,
-    resume: bool = False,
-    progress: Callable[[int], None] | None = None,
-) -> dict[str, Any]:
+    config: RunConfig, *, resume: bool = False, progress: Progress = None
+) -> RunState:
     """Trains one run with the torch trainer.
 
     Arguments and result as :class:`~feedbackgym.training.common.trainer_names.TrainRun`.
