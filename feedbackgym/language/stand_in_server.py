@@ -17,7 +17,11 @@ answers from the request JSON that the built-in prompts carry
 * an agent prompt (:mod:`feedbackgym.language.agent_loop`): the env's expert action, found
   by replaying the episode (its id, seed and keyword arguments, then the
   conversation's actions: give it the whole chat, ``context=None``, since a
-  prompt window that dropped steps makes it replay the wrong ones).
+  prompt window that dropped steps makes it replay the wrong ones);
+* an OpenEnv turn as verifiers' ``OpenEnvTaskset`` words it (a JSON object with
+  ``observation`` and ``action_schema``) from a ``feedbackgym serve-env``
+  server: the first of the observation's ``actions`` (a scripted reply, to
+  test the plumbing: no expert, the episode is not named).
 
 So the LLM generators and the agent loop run end to end against a real
 server process, with known answers. The model name asks for misbehaviour:
@@ -85,6 +89,9 @@ def answer(messages: Sequence[dict[str, Any]]) -> str:
         >>> answer(guide.messages(GuideRequest(lib, {"a": True, "b": False}, step=5)))
         '{"subgoal_ids":["b"]}'
     """
+    served = _served_turn(messages)
+    if served is not None:
+        return served
     for message in reversed(messages):
         block = request_block(str(message.get("content", "")))
         if block is not None:
@@ -104,6 +111,21 @@ def answer(messages: Sequence[dict[str, Any]]) -> str:
     except (KeyError, TypeError, ValueError, gym.error.Error) as error:
         raise BadRequest(f"a malformed {kind} request: {type(error).__name__}: {error}") from None
     raise BadRequest(f"unknown request kind {kind!r} (hint, review, episode)")
+
+
+def _served_turn(messages: Sequence[dict[str, Any]]) -> str | None:
+    """The first listed action when the last message is a served env's turn, else ``None``.
+
+    Example:
+        >>> turn = {"observation": {"actions": ["wait", "escalate"]}, "action_schema": {}}
+        >>> _served_turn([{"role": "user", "content": json.dumps(turn)}])
+        'wait'
+    """
+    try:
+        turn = json.loads(str(messages[-1].get("content", "")))
+        return str(turn["observation"]["actions"][0]) if "action_schema" in turn else None
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+        return None
 
 
 def _expert_action(episode: dict[str, Any], messages: Sequence[dict[str, Any]]) -> str:

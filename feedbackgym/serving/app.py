@@ -21,21 +21,19 @@ from typing import Any
 
 import gymnasium as gym
 
-from feedbackgym.errors import DependencyNotInstalled
+from feedbackgym.errors import requires_extra
 from feedbackgym.experts import held_out_seeds
 from feedbackgym.serving.session import FeedbackSession, SessionBook
 from feedbackgym.serving.settings import ServeSettings
 from feedbackgym.serving.wire import FeedbackAction, FeedbackObservation, FeedbackSessionState
 
-try:
+with requires_extra("server", "openenv"):
     import uvicorn
     from fastapi import FastAPI
     from openenv.core.env_server import create_app
     from openenv.core.env_server.types import ConcurrencyConfig, ServerMode
-except ImportError as error:
-    raise DependencyNotInstalled.for_extra(error.name or "openenv", "server") from error
 
-__all__ = ["create_env_app", "serve"]
+__all__ = ["create_env_app", "serve", "serve_app"]
 
 
 def create_env_app(settings: ServeSettings) -> FastAPI:
@@ -95,7 +93,11 @@ def serve(settings: ServeSettings, *, host: str = "127.0.0.1", port: int = 8000)
 
     Prints ``listening on http://HOST:PORT`` once connections are accepted.
     """
-    app = create_env_app(settings)
+    serve_app(create_env_app(settings), host=host, port=port)
+
+
+def serve_app(app: FastAPI, *, host: str = "127.0.0.1", port: int = 8000) -> None:
+    """Runs any OpenEnv app as :func:`serve` runs ours (the benchmark's echo env too)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

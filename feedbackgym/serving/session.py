@@ -27,9 +27,12 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import gymnasium as gym
@@ -149,6 +152,8 @@ class FeedbackSession(Environment[FeedbackAction, FeedbackObservation, FeedbackS
         super().__init__()
         self.settings = settings
         self._book = book
+        self._thread: ThreadPoolExecutor | None = None
+        self._slow = True
         self._env: gym.Env[Any, Any] | None = None
         self._controller: FeedbackController | None = None
         self._trainer_state: FeedbackState | None = None
@@ -162,6 +167,7 @@ class FeedbackSession(Environment[FeedbackAction, FeedbackObservation, FeedbackS
         self._round_trend: list[tuple[float, bool]] = []
         self._reviews: list[dict[str, Any]] = []
         self._last_review = ""
+        self._choices: tuple[Any, list[str]] = ((), [])
 
     def reset(
         self,
@@ -219,6 +225,53 @@ class FeedbackSession(Environment[FeedbackAction, FeedbackObservation, FeedbackS
             info = {**info, TRUNCATED: bool(truncated and not terminated)}
         return self._observation(env, obs, info, reward=float(reward), done=done, review="")
 
+    async def reset_async(
+        self,
+        seed: int | None = None,
+        episode_id: str | None = None,
+        feedback_state: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> FeedbackObservation:
+        """:meth:`reset`, where the env's steps run (see :meth:`_run`)."""
+        return await self._run(self.reset, seed, episode_id, feedback_state, **kwargs)
+
+    async def step_async(
+        self, action: FeedbackAction, timeout_s: float | None = None, **kwargs: Any
+    ) -> FeedbackObservation:
+        """:meth:`step`, where the env's steps run (see :meth:`_run`)."""
+        return await self._run(self.step, action, timeout_s, **kwargs)
+
+    async def _run(
+        self, method: Callable[..., FeedbackObservation], *args: Any, **kwargs: Any
+    ) -> Any:
+        """Runs ``method`` on the server's event loop, or in the session's own thread.
+
+        An env whose steps are quick (the simulators: well under a millisecond)
+        steps on the event loop: a hop to a thread and back costs more than the
+        step, and hundreds of sessions' threads contend for the interpreter. An
+        env that declares slow steps (``metadata["slow_steps"]``: a browser, a
+        sandbox) is made, stepped and closed in one thread of its own (Playwright's
+        sync API needs that), so it never blocks the loop. Until the env is made,
+        the session takes the thread.
+        """
+        if not self._slow:
+            return method(*args, **kwargs)
+        if self._thread is None:
+            self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="feedback-session")
+        loop = asyncio.get_running_loop()
+        result = await loop.run_in_executor(
+            self._thread, functools.partial(method, *args, **kwargs)
+        )
+        if self._env is not None and not self._slow_steps(self._env):
+            self._slow = False
+            self._thread.shutdown(wait=False)
+            self._thread = None
+        return result
+
+    @staticmethod
+    def _slow_steps(env: gym.Env[Any, Any]) -> bool:
+        return bool(env.unwrapped.metadata.get("slow_steps", False))
+
     @property
     def state(self) -> FeedbackSessionState:
         """The episode, the feedback state in force and the reviews so far."""
@@ -260,12 +313,18 @@ class FeedbackSession(Environment[FeedbackAction, FeedbackObservation, FeedbackS
             return
         self._closed = True
         env, self._env = self._env, None
-        if env is not None:
-            try:
-                env.close()
-            finally:
-                if self._book is not None:
-                    self._book.closed()
+        thread, self._thread = self._thread, None
+        try:
+            if env is not None:
+                if thread is not None:  # where it was made: a browser's thread
+                    thread.submit(env.close).result()
+                else:
+                    env.close()
+        finally:
+            if thread is not None:
+                thread.shutdown(wait=False)
+            if env is not None and self._book is not None:
+                self._book.closed()
 
     def _live_env(self) -> gym.Env[Any, Any]:
         """The session's env, made on first use.
@@ -309,6 +368,15 @@ class FeedbackSession(Environment[FeedbackAction, FeedbackObservation, FeedbackS
             )
             self._round_trend = []
 
+    def _actions(self, env: gym.Env[Any, Any]) -> list[str]:
+        """The valid actions in words; worded again only when the meanings or masks change."""
+        unwrapped: Any = env.unwrapped
+        masks = getattr(unwrapped, "action_masks", None)
+        key = (unwrapped.action_meanings, masks().tobytes() if masks is not None else b"")
+        if key != self._choices[0]:
+            self._choices = (key, list(action_choices(env)))
+        return self._choices[1]
+
     def _observation(
         self,
         env: gym.Env[Any, Any],
@@ -329,7 +397,7 @@ class FeedbackSession(Environment[FeedbackAction, FeedbackObservation, FeedbackS
         text = obs if isinstance(obs, str) else str(obs["text"])
         return FeedbackObservation(
             text=text,
-            actions=[] if done else list(action_choices(env)),
+            actions=[] if done else self._actions(env),
             hint=str(hint.get("text", "")),
             review=review,
             info=json_safe({key: value for key, value in info.items() if key != FEEDBACK}),
