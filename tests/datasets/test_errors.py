@@ -80,7 +80,7 @@ def _run(path, limit=0, lock_after=-1):
 def test_full_disk_keeps_every_finished_episode(unprivileged_dir):
     finished, message = _run(unprivileged_dir, limit=200_000)
     assert finished > 2
-    assert "file size limit" in message and "This episode was not stored" in message
+    assert "file size limit" in message and "bytes) was not stored in the store" in message
     assert f"{finished} in logs stay readable" in message
     store = TrajectoryStore(unprivileged_dir)
     assert [m.seed for m in store.episodes()] == list(range(finished))

@@ -166,15 +166,18 @@ class ShardWriter:
                 accepted.append(schema)
             episode.meta.shard = self.shard
             episode.meta.episode = self._next_episode
+            pieces = frame(record_body(episode))
             try:
                 if self._log is None:
                     self._log = self._open_log()
-                self._log.append(frame(record_body(episode)))
+                self._log.append(pieces)
             except OSError as error:
                 path = self._log_path()
+                needed = sum(len(piece) for piece in pieces)
                 raise StoreError(
-                    f"{describe_os_error(error, 'write the log', path)}. This episode was not "
-                    f"stored; the {self.sealed} episode(s) in sealed segments and "
+                    f"{describe_os_error(error, 'write the log', path)}. This episode "
+                    f"({needed:,} bytes) was not stored in the store {self.directory}; "
+                    f"the {self.sealed} episode(s) in sealed segments and "
                     f"{self.logged - self.sealed} in logs stay readable"
                 ) from error
             self._next_episode += 1
