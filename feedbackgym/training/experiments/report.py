@@ -46,6 +46,7 @@ from feedbackgym.training.experiments.stats import (
 
 __all__ = [
     "NO_CREDIT",
+    "PHASE_GREY",
     "SPEED_PERCENT",
     "FoundRun",
     "find_runs",
@@ -364,6 +365,11 @@ def write_tables(
     (out / "results.md").write_text(_markdown(rows, improvement, notes, sooner or []))
 
 
+PHASE_GREY = "0.45"
+"""The phases' shading (a grey, hatched for the fade) and the switch lines: no arm's colour,
+so a phase never reads as an arm's CI band."""
+
+
 def plot_curves(
     out: Path,
     runs: Sequence[Any],
@@ -375,10 +381,11 @@ def plot_curves(
 
     At each validation, the mean and its band are over the arm's runs that
     reached it: solid while every run has, dashed beyond the shortest run.
-    Phases are shaded only when a two-phase arm is plotted, from its runs'
+    Each arm has its own colour, its band the same; phases are grey
+    (:data:`PHASE_GREY`), shaded only when a two-phase arm is plotted, from its runs'
     validations (the adaptive rule moves each run's switch on its own): to the
-    median switch and the median end of the fade, with a dotted line at each
-    run's switch; when no such run has switched yet, from ``planned_switch``.
+    median switch and, hatched, to the median end of the fade, with a dotted line at
+    each run's switch; when no such run has switched yet, from ``planned_switch``.
 
     Args:
         out: The output directory.
@@ -398,13 +405,22 @@ def plot_curves(
     bounds = _phase_bounds(runs, planned_switch)
     if bounds:
         switch, fade_end = (float(np.median([b[i] for b in bounds])) for i in (0, 1))
-        axis.axvspan(0, switch, color="tab:green", alpha=0.08, label="first phase (two-phase arms)")
-        axis.axvspan(switch, fade_end, color="tab:orange", alpha=0.12, label="fade (median)")
+        axis.axvspan(0, switch, color=PHASE_GREY, alpha=0.1, label="first phase (two-phase arms)")
+        axis.axvspan(
+            switch,
+            fade_end,
+            facecolor="none",
+            edgecolor=PHASE_GREY,
+            hatch="///",
+            linewidth=0,
+            alpha=0.4,
+            label="fade (median)",
+        )
     if len(bounds) > 1:
         for k, (each, _) in enumerate(bounds):
             axis.axvline(
                 each,
-                color="tab:orange",
+                color=PHASE_GREY,
                 linestyle=":",
                 linewidth=1,
                 label="each run's switch" if k == 0 else None,

@@ -241,3 +241,30 @@ def test_a_run_validated_only_as_a_clone_is_left_out_and_curves_meet_by_step(tmp
     assert any("shaping-seed1: no validation after a round yet" in note for note in notes)
     steps, success = success_by_step([read_curve(cloned.out_dir), read_curve(older.out_dir)])
     assert steps.tolist() == [0, 100, 200] and success == [[0.4], [0.5, 0.1], [0.6, 0.2]]
+
+
+def test_the_phases_are_grey_and_every_arm_has_its_own_colour(tmp_path, monkeypatch):
+    from matplotlib.colors import to_rgb
+
+    from feedbackgym.training.experiments import report
+
+    drawn = {}
+    save = report.save_plot
+
+    def keep(figure, axis, path, **kwargs):
+        drawn["patches"] = [p.get_facecolor() for p in axis.patches if p.get_label() != ""]
+        drawn["hatched"] = [to_rgb(p.get_edgecolor()) for p in axis.patches if p.get_hatch()]
+        drawn["lines"] = {line.get_label(): to_rgb(line.get_color()) for line in axis.lines}
+        return save(figure, axis, path, **kwargs)
+
+    monkeypatch.setattr(report, "save_plot", keep)
+    runs = [
+        _run(tmp_path, "guide-then-review+shaping", 0, [0.1, 0.2, 0.3, 0.4], phases="ggfr"),
+        _run(tmp_path, "shaping", 0, [0.1, 0.2, 0.3, 0.4]),
+        _run(tmp_path, "sparse", 0, [0.0] * 4),
+    ]
+    plot_curves(tmp_path, runs, title="t", planned_switch=(200.0, 300.0))
+    shades = [tuple(face[:3]) for face in drawn["patches"]] + drawn["hatched"]
+    assert shades and all(r == g == b for r, g, b in shades)  # grey
+    arms = [drawn["lines"][arm] for arm in ("guide-then-review+shaping", "shaping", "sparse")]
+    assert len(set(arms)) == 3 and not any(r == g == b for r, g, b in arms)
