@@ -26,6 +26,7 @@ config is kept.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
 import time
 import tomllib
@@ -44,9 +45,11 @@ __all__ = [
     "ARM_SUFFIX_HELP",
     "BASE_ARMS",
     "ARM_SPEAKERS",
+    "DISTILL_SUFFIX",
     "DEFAULT_DEADLINE_MS",
     "EXPLORE_ARM",
     "FAILURE_HINTS_SUFFIX",
+    "LLM_ONLY_SUFFIXES",
     "REEXPLORE_SUFFIX",
     "SHAPING_SUFFIX",
     "AdaptiveConfig",
@@ -115,11 +118,20 @@ FAILURE_HINTS_SUFFIX = "+failure-hints"
 """An arm with a guide named with this suffix hints only in episodes that start where
 the policy recently failed (``guide.when = "after-failure"``, no dropout)."""
 
+DISTILL_SUFFIX = "+distill"
+"""An arm with a guide or a review named with this suffix has the language-model trainer
+distil the model reading the hint or review (the teacher) into the model without it, on
+the model's own failed episodes (``train-llm`` only: it sets no feedback section)."""
+
 ARM_MODIFIERS: dict[str, dict[str, Any]] = {
     REEXPLORE_SUFFIX: {"reexplore": {}},
     FAILURE_HINTS_SUFFIX: {"guide": {"when": "after-failure", "dropout": 0.0}},
+    DISTILL_SUFFIX: {},
 }
 """What each arm suffix after ``+shaping`` sets, in the order the suffixes are written."""
+
+LLM_ONLY_SUFFIXES: tuple[str, ...] = (DISTILL_SUFFIX,)
+"""The suffixes only the language-model trainer acts on (the other trainers refuse them)."""
 
 _BASE_ARMS: dict[str, tuple[str, bool]] = {
     **{
@@ -133,16 +145,16 @@ _BASE_ARMS: dict[str, tuple[str, bool]] = {
 
 
 def _modified_arms() -> dict[str, tuple[str, tuple[str, ...]]]:
-    """Every arm name: the base arms, then each with ``+reexplore`` and/or ``+failure-hints``."""
+    """Every arm name: the base arms, then each with a combination of the suffixes, in order."""
     arms: dict[str, tuple[str, tuple[str, ...]]] = {base: (base, ()) for base in _BASE_ARMS}
-    for suffixes in (
-        (REEXPLORE_SUFFIX,),
-        (FAILURE_HINTS_SUFFIX,),
-        (REEXPLORE_SUFFIX, FAILURE_HINTS_SUFFIX),
+    for suffixes in itertools.chain.from_iterable(
+        itertools.combinations(ARM_MODIFIERS, count) for count in range(1, len(ARM_MODIFIERS) + 1)
     ):
         for base, (speakers, _) in _BASE_ARMS.items():
             if FAILURE_HINTS_SUFFIX in suffixes and "guide" not in ARM_SPEAKERS[speakers]:
                 continue  # no guide to gate
+            if DISTILL_SUFFIX in suffixes and not ARM_SPEAKERS[speakers]:
+                continue  # no hint or review to distil
             arms[base + "".join(suffixes)] = (base, suffixes)
     return arms
 
@@ -150,7 +162,8 @@ def _modified_arms() -> dict[str, tuple[str, tuple[str, ...]]]:
 BASE_ARMS: tuple[str, ...] = tuple(_BASE_ARMS)
 """The arms without a suffix of :data:`ARM_MODIFIERS`."""
 ARM_SUFFIX_HELP = (
-    f"each optionally followed by {REEXPLORE_SUFFIX} and, with a guide, {FAILURE_HINTS_SUFFIX}"
+    f"each optionally followed by {REEXPLORE_SUFFIX}, with a guide {FAILURE_HINTS_SUFFIX} and, "
+    f"with a guide or a review, {DISTILL_SUFFIX} (train-llm only)"
 )
 """How the arm suffixes are written, for messages."""
 

@@ -29,10 +29,19 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from feedbackgym.config import ARM_PRESETS, ARM_SPEAKERS, AdaptiveConfig, ScheduleConfig, split_arm
+from feedbackgym.config import (
+    ARM_PRESETS,
+    ARM_SPEAKERS,
+    LLM_ONLY_SUFFIXES,
+    AdaptiveConfig,
+    ScheduleConfig,
+    arm_suffixes,
+    split_arm,
+)
 
 __all__ = [
     "ARMS",
+    "LLM_ARMS",
     "ConstantSchedule",
     "GuideReviewSchedule",
     "Schedule",
@@ -412,14 +421,21 @@ class GuideReviewSchedule(Schedule):
         )
 
 
-ARMS: tuple[str, ...] = tuple(ARM_PRESETS)
-"""Comparison arms (the presets of :data:`~feedbackgym.config.ARM_PRESETS`): who speaks
+LLM_ARMS: tuple[str, ...] = tuple(ARM_PRESETS)
+"""Every arm (the presets of :data:`~feedbackgym.config.ARM_PRESETS`): who speaks
 (:data:`~feedbackgym.config.ARM_SPEAKERS`), each with shaping off (the plain name) and on
-(``+shaping``; ``shaping`` alone is sparse with shaping). Each is a schedule; shaping is
-added in the env stack."""
+(``+shaping``; ``shaping`` alone is sparse with shaping), and the suffixes of
+:data:`~feedbackgym.config.ARM_MODIFIERS`. Each is a schedule; shaping is added in the env
+stack. The language-model trainer takes them all."""
+
+ARMS: tuple[str, ...] = tuple(
+    arm for arm in LLM_ARMS if not set(arm_suffixes(arm)) & set(LLM_ONLY_SUFFIXES)
+)
+"""The comparison arms every trainer takes: :data:`LLM_ARMS` less those with a suffix of
+:data:`~feedbackgym.config.LLM_ONLY_SUFFIXES`."""
 
 TWO_PHASE_ARMS: tuple[str, ...] = tuple(
-    arm for arm in ARMS if len(ARM_SPEAKERS[split_arm(arm)[0]]) == 2
+    arm for arm in LLM_ARMS if len(ARM_SPEAKERS[split_arm(arm)[0]]) == 2
 )
 """The arms whose schedule switches from one phase to the other, with and without shaping."""
 

@@ -5,6 +5,7 @@ import pytest
 from feedbackgym.config import FeedbackConfig, arm_suffixes, split_arm
 from feedbackgym.schedules import (
     ARMS,
+    LLM_ARMS,
     TWO_PHASE_ARMS,
     ConstantSchedule,
     GuideReviewSchedule,
@@ -57,10 +58,17 @@ def test_the_arms_are_who_speaks_and_the_exploration_bonus_times_shaping_off_and
         f"{a}{more}+failure-hints" for a in guided for more in ("", "+reexplore")
     ]
     assert sorted(a for a in ARMS if arm_suffixes(a)) == sorted(suffixed)
-    assert sorted(TWO_PHASE_ARMS) == sorted(a for a in ARMS if "-then-" in a)
+    assert sorted(TWO_PHASE_ARMS) == sorted(a for a in LLM_ARMS if "-then-" in a)
+    taught = [a for a in base if a not in ("sparse", "shaping", "explore", "explore+shaping")]
+    assert sorted(set(LLM_ARMS) - set(ARMS)) == sorted(
+        a + more + "+distill"
+        for a in taught
+        for more in ("", "+reexplore")
+        + (("+failure-hints", "+reexplore+failure-hints") if "guide" in a else ())
+    )
 
 
-@pytest.mark.parametrize("arm", [a for a in ARMS if arm_suffixes(a)])
+@pytest.mark.parametrize("arm", [a for a in LLM_ARMS if arm_suffixes(a)])
 def test_a_suffix_sets_only_its_own_sections(arm):
     suffixes = arm_suffixes(arm)
     base = arm.removesuffix("".join(suffixes))

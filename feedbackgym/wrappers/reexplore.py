@@ -202,6 +202,40 @@ class Reexplore(
             )
         return stats
 
+    def draw_restart(self) -> RestartStart | None:
+        """The start a reset without a seed would restore now, drawn with its chances, or None.
+
+        For a trainer that plays its episodes itself from a seeded reset and the
+        start's replayed actions (a language model's chat holds the replayed steps):
+        it reports each such episode's end to :meth:`restart_ended`, which gates the
+        start as a restored episode's end would.
+        """
+        if self.config is None:
+            return None
+        self._rng = seeded_rng(None, 0x7265, self._rng)
+        return self._due_start()
+
+    def restart_ended(
+        self, start: RestartStart | None, seed: int, actions: list[Any], info: dict[str, Any]
+    ) -> None:
+        """A trainer's own episode ended: its review's points join the pool, its start is gated.
+
+        Call it right after the episode's last step (a quiet review reads the
+        review wrapper's record of that episode).
+
+        Args:
+            start: The start it was played from (:meth:`draw_restart`), or ``None``
+                from its seed's true start.
+            seed: Its seed.
+            actions: All its actions, the replayed ones first.
+            info: Its last step's info.
+        """
+        if self.config is None:
+            return
+        self._seed, self._actions, self._seeded = int(seed), list(actions), False
+        self._from = start
+        self._episode_ended(bool(info.get("is_success", False)), info)
+
     # --- Gymnasium API --------------------------------------------------------------------
 
     def reset(

@@ -32,7 +32,15 @@ from feedbackgym.cli._helpers import (
     positive_int,
 )
 from feedbackgym.cli._runs import add_level_argument, given_sections
-from feedbackgym.schedules import ARMS
+from feedbackgym.config import (
+    ARM_SUFFIX_HELP,
+    BASE_ARMS,
+    DISTILL_SUFFIX,
+    FAILURE_HINTS_SUFFIX,
+    REEXPLORE_SUFFIX,
+)
+from feedbackgym.schedules import LLM_ARMS
+from feedbackgym.training.llm.llm_settings import DEFAULT_TRAINING_ARM
 
 __all__ = ["add_commands", "llm_feedback_overrides"]
 
@@ -49,7 +57,15 @@ def add_commands(commands: Any) -> None:
     )
     parser.add_argument("--rounds", type=positive_int, required=True, help="GRPO steps")
     parser.add_argument(
-        "--arm", default="guide-then-review+shaping", choices=ARMS, help="who speaks when"
+        "--arm",
+        default=DEFAULT_TRAINING_ARM,
+        choices=LLM_ARMS,
+        metavar="ARM",
+        help=f"who speaks when: {', '.join(BASE_ARMS)}, {ARM_SUFFIX_HELP}: {FAILURE_HINTS_SUFFIX} "
+        "replays groups that failed with hints and trains without them, "
+        f"{DISTILL_SUFFIX} distils the model reading hints and reviews into the model "
+        f"without them, {REEXPLORE_SUFFIX} starts groups at reviewed steps "
+        f"(default {DEFAULT_TRAINING_ARM})",
     )
     parser.add_argument("--seed", type=int, default=0, help="the run's seed")
     parser.add_argument("--out", default="runs/train-llm", help="the run directory")
@@ -78,13 +94,42 @@ def add_commands(commands: Any) -> None:
         "--eval-every", type=positive_int, default=4, help="rounds between validations"
     )
     parser.add_argument(
-        "--eval-episodes", type=positive_int, default=10, help="held-out seeds a validation plays"
+        "--eval-episodes",
+        type=positive_int,
+        help="held-out (test-split) seeds a validation plays (default 16)",
+    )
+    parser.add_argument(
+        "--eval-temperature", type=float, help="validations' temperature (default 0: greedy)"
     )
     parser.add_argument(
         "--promote-above",
         type=fraction,
         default=0.0,
         help="validation success with hints masked a version needs to be promoted",
+    )
+    parser.add_argument(
+        "--rollback-drop",
+        type=fraction,
+        help="go back to the promoted version's adapter when a validation falls more than "
+        "this below it (default: never)",
+    )
+    parser.add_argument(
+        "--hint-weight-cap",
+        type=float,
+        help=f"{FAILURE_HINTS_SUFFIX}: largest importance weight of a replayed choice (default 2)",
+    )
+    parser.add_argument(
+        "--distill-coef", type=float, help=f"{DISTILL_SUFFIX}: the divergence's weight (default 1)"
+    )
+    parser.add_argument(
+        "--distill-alpha",
+        type=fraction,
+        help=f"{DISTILL_SUFFIX}: 1 reverse KL (default), 0 forward KL, between: JSD",
+    )
+    parser.add_argument(
+        "--distill-steps",
+        choices=("all", "flagged"),
+        help=f"{DISTILL_SUFFIX}: every choice of a failed episode (default) or the review's steps",
     )
     parser.add_argument("--device", default="auto", help="auto (CUDA when present), cuda or cpu")
     parser.add_argument(

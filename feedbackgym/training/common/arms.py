@@ -33,9 +33,9 @@ half the episodes unguided it learns to play without them and keeps its success.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
-from feedbackgym.config import FeedbackConfig, merge_config
+from feedbackgym.config import LLM_ONLY_SUFFIXES, FeedbackConfig, arm_suffixes, merge_config
 from feedbackgym.control import FeedbackController
 from feedbackgym.errors import ConfigError
 
@@ -87,7 +87,13 @@ class ArmFeedback:
     the run's ``reexplore`` section plays N demonstrations on the seeds
     behaviour cloning reads, ``seed`` on; an arm without ``+reexplore`` gets
     them alone, no review restarts).
+
+    Attributes:
+        own_suffixes: The suffixes of :data:`~feedbackgym.config.LLM_ONLY_SUFFIXES`
+            the trainer acts on; an arm with another one is refused.
     """
+
+    own_suffixes: ClassVar[tuple[str, ...]] = ()
 
     arm: str
     seed: int
@@ -107,6 +113,12 @@ class ArmFeedback:
         Raises:
             ConfigError: A bad override or arm.
         """
+        foreign = set(arm_suffixes(self.arm)) & set(LLM_ONLY_SUFFIXES) - set(self.own_suffixes)
+        if foreign:
+            raise ConfigError(
+                f"arm {self.arm}: {', '.join(sorted(foreign))} is for the language-model "
+                "trainer (train-llm) only"
+            )
         merged = merge_config(base, self.feedback_overrides, source="run overrides")
         config = arm_config(self.arm, merged, self.rounds)
         if not self.restart_demos:

@@ -25,6 +25,7 @@ from feedbackgym.training.llm.action_choice import action_trie
 
 with requires_extra("llm-train", "transformers"):
     import peft
+    import safetensors.torch
     import torch
     import transformers
 
@@ -37,6 +38,7 @@ __all__ = [
     "load_adapter_state",
     "load_chat_model",
     "packaged_gguf",
+    "saved_adapter",
 ]
 
 PACKAGED = "packaged"
@@ -198,3 +200,15 @@ def adapter_state(model: Any) -> dict[str, torch.Tensor]:
 def load_adapter_state(model: Any, state: dict[str, torch.Tensor]) -> None:
     """Puts saved adapter weights (:func:`adapter_state`) back into ``model``."""
     peft.set_peft_model_state_dict(model, state)
+
+
+def saved_adapter(folder: str | Path) -> dict[str, torch.Tensor]:
+    """The weights in an adapter folder ``save_pretrained`` wrote, for :func:`load_adapter_state`.
+
+    Raises:
+        ConfigError: No saved adapter there.
+    """
+    path = Path(folder) / "adapter_model.safetensors"
+    if not path.is_file():
+        raise ConfigError(f"adapter {folder}: no adapter_model.safetensors (a saved PEFT adapter)")
+    return dict(safetensors.torch.load_file(str(path)))

@@ -13,7 +13,15 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from feedbackgym.config import FeedbackConfig, merge_config
+from feedbackgym.config import (
+    DISTILL_SUFFIX,
+    FAILURE_HINTS_SUFFIX,
+    LLM_ONLY_SUFFIXES,
+    REEXPLORE_SUFFIX,
+    FeedbackConfig,
+    arm_suffixes,
+    merge_config,
+)
 from feedbackgym.language.episode_chat import check_turns
 from feedbackgym.training.common.arms import ArmFeedback, checked_keep_checkpoints
 from feedbackgym.training.common.run_settings import config_json
@@ -65,8 +73,20 @@ class LLMRunConfig(ArmFeedback):
         lora_rank: A new adapter's rank.
         lora_alpha: A new adapter's alpha.
         eval_every: Rounds between validations (the last round is always validated).
-        eval_episodes: Held-out seeds a validation plays (twice: hints shown and masked).
+        eval_episodes: Held-out seeds a validation plays (twice: hints shown and masked;
+            the test split's on an env with splits).
+        eval_temperature: The validations' sampling temperature (0: greedy, the default).
         promote_above: Validation success (hints masked) a version needs to be promoted.
+        rollback_drop: When a validation's success with hints masked falls more than
+            this below the promoted version's, training goes back to that version's
+            adapter (``None``: never).
+        hint_weight_cap: ``+failure-hints``: the largest importance weight of a
+            replayed choice (the no-hint over the hinted probability, truncated).
+        distill_coef: ``+distill``: the weight of the teacher's divergence in the loss.
+        distill_alpha: ``+distill``: which divergence (TRL SDPO's
+            ``distillation_alpha``: 1 the reverse KL, 0 the forward KL).
+        distill_steps: ``+distill``: ``"all"`` the choices of a failed episode, or
+            ``"flagged"`` only those at the steps its review flags.
         keep_checkpoints: Newest round checkpoints kept (0: every one).
         device: ``"auto"`` (CUDA when present), ``"cuda"`` or ``"cpu"``.
         cpu_threads: torch threads on the CPU (0: one per core: the model's matrix
@@ -89,6 +109,7 @@ class LLMRunConfig(ArmFeedback):
     total_rounds: int
     out_dir: str
     resumable_changes: ClassVar[frozenset[str]] = LLM_RESUMABLE_CHANGES
+    own_suffixes: ClassVar[tuple[str, ...]] = LLM_ONLY_SUFFIXES
     fresh_start: ClassVar[tuple[str, ...]] = (
         "curve.csv",
         "state.json",
@@ -112,8 +133,14 @@ class LLMRunConfig(ArmFeedback):
     lora_rank: int = 8
     lora_alpha: int = 16
     eval_every: int = 4
-    eval_episodes: int = 10
+    eval_episodes: int = 16
+    eval_temperature: float = 0.0
     promote_above: float = 0.0
+    rollback_drop: float | None = None
+    hint_weight_cap: float = 2.0
+    distill_coef: float = 1.0
+    distill_alpha: float = 1.0
+    distill_steps: str = "all"
     keep_checkpoints: int = 5
     device: str = "auto"
     cpu_threads: int = 0
@@ -142,11 +169,47 @@ class LLMRunConfig(ArmFeedback):
         if not self.temperature > 0:
             raise ValueError(f"temperature must be above 0 (GRPO samples), got {self.temperature}")
         check_turns(self.turns)
+        self._check_mechanisms()
         if self.restart_demos:
             raise ValueError("restart_demos: the LLM trainer has no restarts")
         if self.env_url is not None and self.record:
             raise ValueError("record: a served env's episodes are recorded where it runs, not here")
         self.arm_config(self.feedback)  # checks the arm and the overrides before the run starts
+
+    def _check_mechanisms(self) -> None:
+        if not self.eval_temperature >= 0:
+            raise ValueError(f"eval_temperature must be at least 0, got {self.eval_temperature}")
+        if not self.hint_weight_cap > 0:
+            raise ValueError(f"hint_weight_cap must be above 0, got {self.hint_weight_cap}")
+        if not 0 <= self.distill_alpha <= 1:
+            raise ValueError(f"distill_alpha must be in [0, 1], got {self.distill_alpha}")
+        if self.distill_steps not in ("all", "flagged"):
+            raise ValueError(
+                f"distill_steps must be 'all' or 'flagged', got {self.distill_steps!r}"
+            )
+        if self.rollback_drop is not None and not 0 <= self.rollback_drop <= 1:
+            raise ValueError(f"rollback_drop must be in [0, 1], got {self.rollback_drop}")
+        local = {FAILURE_HINTS_SUFFIX, REEXPLORE_SUFFIX} & set(self.suffixes)
+        if self.env_url is not None and local:
+            raise ValueError(
+                f"arm {self.arm}: {', '.join(sorted(local))} replays episodes in a local env; "
+                "not with env_url"
+            )
+
+    @property
+    def suffixes(self) -> tuple[str, ...]:
+        """The arm's suffixes (:func:`~feedbackgym.config.arm_suffixes`)."""
+        return arm_suffixes(self.arm)
+
+    @property
+    def failure_hints(self) -> bool:
+        """Whether failed groups are replayed with hints (``+failure-hints``)."""
+        return FAILURE_HINTS_SUFFIX in self.suffixes
+
+    @property
+    def distill(self) -> bool:
+        """Whether failed episodes are distilled from the model reading the feedback."""
+        return DISTILL_SUFFIX in self.suffixes
 
     @property
     def rounds(self) -> int:

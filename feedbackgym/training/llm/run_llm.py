@@ -42,6 +42,7 @@ from feedbackgym.training.common.round_book import RoundBook
 from feedbackgym.training.common.run_files import append_curve, prepare_run_dir, tensorboard_dir
 from feedbackgym.training.common.run_settings import close_run
 from feedbackgym.training.common.system_metrics import SystemMonitor
+from feedbackgym.training.common.trainer_names import Progress, RunState
 from feedbackgym.training.common.validation import Evaluation
 from feedbackgym.training.llm.action_choice import rollout_threads
 from feedbackgym.training.llm.causal_lm import (
@@ -50,10 +51,13 @@ from feedbackgym.training.llm.causal_lm import (
     adapter_state,
     load_adapter_state,
     load_chat_model,
+    saved_adapter,
 )
 from feedbackgym.training.llm.episode_tokens import play_episode
+from feedbackgym.training.llm.feedback_targets import HintedEnvs
 from feedbackgym.training.llm.grpo_rollout import (
     GroupRollout,
+    RolloutMechanisms,
     RoundEpisodes,
     episode_return_reward,
     seed_prompt,
@@ -72,12 +76,16 @@ __all__ = ["AdapterRounds", "train_llm_run"]
 class AdapterRounds(RoundBook):
     """The round book of an LLM run: validations played by the model; versions of its adapter.
 
-    A validation plays the held-out seeds twice, hints shown and masked, in
-    the round's feedback state (sampled at the run's temperature from a
-    generator seeded by the run's seed: reproducible); its adapter becomes a
-    version in ``versions/``, which passes when its success with hints masked
-    (the way it is served) reaches ``promote_above``, and is promoted when it
-    passes and does at least as well as the current version.
+    A validation plays the held-out seeds (the test split's, on an env with
+    splits) twice, hints shown and masked, in the round's feedback state,
+    greedily by default (``eval_temperature`` 0; above 0 sampled from a
+    generator seeded by the run's seed: reproducible either way); its adapter
+    becomes a version in ``versions/``, which passes when its success with
+    hints masked (the way it is served) reaches ``promote_above``, and is
+    promoted when it passes and does at least as well as the current version.
+    With ``rollback_drop``, a validation that falls more than that below the
+    current version sends training back to the current version's adapter
+    (the registry notes a ``rollback`` to it; the round's checkpoint holds it).
 
     Args:
         config: The run's settings.
@@ -101,6 +109,7 @@ class AdapterRounds(RoundBook):
         self.llm = config
         self.chat = chat
         self.registry = VersionRegistry(self.run_dir / "versions")
+        self.rollbacks = 0
 
     def _play(self, state: FeedbackState, generator: Any) -> tuple[float, float, float]:
         call_envs(self.eval_env, SET_FEEDBACK_STATE, state)
@@ -120,7 +129,7 @@ class AdapterRounds(RoundBook):
                 self.eval_env,
                 seed,
                 turns=self.llm.turns,
-                temperature=self.llm.temperature,
+                temperature=self.llm.eval_temperature,
                 generator=generator,
                 max_tokens=self.llm.max_tokens,
             )
@@ -163,6 +172,22 @@ class AdapterRounds(RoundBook):
         )
         if passed and evaluation.success_unguided >= best:
             self.registry.promote(version.number)
+        elif (
+            current is not None
+            and self.llm.rollback_drop is not None
+            and evaluation.success_unguided < best - self.llm.rollback_drop
+        ):
+            self._roll_back(round_, current)
+
+    def _roll_back(self, round_: int, number: int) -> None:
+        """Training goes back to version ``number``'s adapter; round ``round_``'s checkpoint too."""
+        load_adapter_state(self.chat.model, saved_adapter(self.registry.path(number)))
+        self.registry.rollback(number)
+        path = self.checkpoint(round_)
+        checkpoint = torch.load(path, weights_only=True)
+        checkpoint["adapter"] = adapter_state(self.chat.model)
+        torch.save(checkpoint, path)
+        self.rollbacks += 1
 
 
 class _Rounds(TrainerCallback):
@@ -221,6 +246,7 @@ class _Rounds(TrainerCallback):
         def log(tag: str, value: float, step: int = round_ + 1) -> None:
             self.writer.add_scalar(tag, value, step)
 
+        self.book.add_replayed(sum(e.replayed for e in played.episodes))
         self._log_round(log, played, summary, logs, update_seconds)
         self._write_chats(played)
         if not last:
@@ -270,6 +296,10 @@ class _Rounds(TrainerCallback):
         log("feedback/hint_rate", summary["hint_rate"])
         log("feedback/hints_per_turn", summary["hints_per_turn"])
         log("feedback/reviews_in_prompt", summary["reviews_in_prompt"])
+        for key in ("replayed_groups", "rescued_groups", "restarted_groups", "distilled_choices"):
+            log(f"feedback/{key}", summary[key])
+        log("feedback/rollbacks", float(self.book.rollbacks))
+        log("llm/replay_episodes", summary["replay_episodes"])
         log("llm/tokens_per_s", summary["tokens_per_s"])
         log("llm/generated_tokens_per_s", summary["generated_per_s"])
         log("llm/episodes_per_s", summary["episodes_per_s"])
@@ -316,11 +346,8 @@ def _grpo_args(config: LLMRunConfig, first_round: int, device: torch.device) -> 
 
 
 def train_llm_run(
-    config: LLMRunConfig,
-    *,
-    resume: bool = False,
-    progress: Callable[[int], None] | None = None,
-) -> dict[str, Any]:
+    config: LLMRunConfig, *, resume: bool = False, progress: Progress = None
+) -> RunState:
     """Trains one run by GRPO.
 
     Arguments and result as :class:`~feedbackgym.training.common.trainer_names.TrainRun`.
@@ -347,6 +374,7 @@ def train_llm_run(
     env: Any = None
     eval_env: Any = None
     writer = None
+    hinted: HintedEnvs | None = None
     try:
         chat = load_chat_model(
             config.model,
@@ -380,6 +408,8 @@ def train_llm_run(
         writer = SummaryWriter(
             str(tensorboard_dir(run_dir / "tb", f"{config.arm}_seed{config.seed}", first_round))
         )
+        if config.failure_hints:
+            hinted = HintedEnvs(config.env_id, controller.config, config.env_arguments())
         rollout = GroupRollout(
             chat,
             env,
@@ -390,6 +420,12 @@ def train_llm_run(
             temperature=config.temperature,
             max_tokens=config.max_tokens,
             generator=torch.Generator().manual_seed(config.seed + first_round),
+            mechanisms=RolloutMechanisms(
+                hinted_envs=hinted,
+                weight_cap=config.hint_weight_cap,
+                distill=config.distill,
+                distill_flagged=config.distill_steps == "flagged",
+            ),
         )
         if checkpoint is not None:
             for seed, texts in checkpoint.get("memories", {}).items():
@@ -412,10 +448,14 @@ def train_llm_run(
             processing_class=chat.tokenizer,
             rollout_func=rollout,
             callbacks=[rounds],
+            distill_coef=config.distill_coef,
+            distill_alpha=config.distill_alpha,
         )
         trainer.remove_callback(PrinterCallback)  # the round's scalars go to TensorBoard
         trainer.train()
     finally:
+        if hinted is not None:
+            hinted.close()
         closed = close_run(config, controller, [env, eval_env, writer], store)  # type: ignore[arg-type]
     return closed
 

@@ -18,15 +18,8 @@ torch = pytest.importorskip("torch")
 
 from feedbackgym.cli import main  # noqa: E402
 from feedbackgym.envs.ops.actions import ACTION_MEANINGS  # noqa: E402
-from tests.training.llm.tiny_lm import save_tiny_model, warm_up  # noqa: E402
 
 ENV = "feedbackgym/OpsIncidentEasy-v0"
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("tiny-gemma")
-    return warm_up(save_tiny_model(folder))
 
 
 def _train(tiny_model, out, *more):
