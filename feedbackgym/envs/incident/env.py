@@ -193,6 +193,8 @@ class IncidentEnv(SimulatorEnv[IncidentState]):
         self._by_meaning: dict[str, int] = {}
         self._static: dict[str, np.ndarray] = {}
         self._slots = np.zeros(0, np.int64)
+        self._mask = np.zeros(len(self._table), bool)
+        """Which actions act on a service this episode has (:meth:`action_masks`)."""
         self.target_vocabulary = tuple(f"service{p}" for p in range(n))
         """The vector channel's target entities: the service positions (``hint_targets``
         marks the positions of the services a hint names; see :meth:`target_index`)."""
@@ -252,8 +254,7 @@ class IncidentEnv(SimulatorEnv[IncidentState]):
     def action_masks(self) -> np.ndarray:
         """Which actions act on a service this episode has (for masked policies)."""
         self._require_episode()
-        n = len(self._slots)
-        return np.array([p is None or p < n for _, p in self._table], bool)
+        return self._mask.copy()
 
     @property
     def services(self) -> tuple[str, ...]:
@@ -305,6 +306,7 @@ class IncidentEnv(SimulatorEnv[IncidentState]):
         self._slots = np.array(topology.slots, np.int64)
         self._meanings = meanings(self._table, topology.names)
         live = len(topology.slots)
+        self._mask = np.array([p is None or p < live for _, p in self._table], bool)
         self._by_meaning = {
             normalise(m): i
             for i, m in enumerate(self._meanings)
@@ -335,7 +337,9 @@ class IncidentEnv(SimulatorEnv[IncidentState]):
         alerting = np.zeros(len(SLOT_ROLES), np.int8)
         alerting[state.active_alerts()] = 1
         age = (state.step - np.asarray(state.seen_at, np.float32)) / self.max_steps
-        pointers = state.log_pointers[:, self._slots]
+        n = len(self._slots)
+        pointers = np.zeros((self.positions, self.positions), state.log_pointers.dtype)
+        pointers[:n, :n] = state.log_pointers[np.ix_(self._slots, self._slots)]
         by_position = self._by_position
         obs: dict[str, Any] = {
             **{key: value.copy() for key, value in self._static.items()},
@@ -348,9 +352,7 @@ class IncidentEnv(SimulatorEnv[IncidentState]):
             ),
             "logs": by_position(state.logs_seen).reshape(-1),
             "deploys": by_position(state.deploys_seen).reshape(-1),
-            "log_pointers": np.pad(
-                by_position(pointers), ((0, 0), (0, self.positions - len(self._slots)))
-            ).reshape(-1),
+            "log_pointers": pointers.reshape(-1),
             "inspected": by_position(state.inspected).reshape(-1),
             "actions_taken": self._actions_taken.copy(),
             "last_result": state.last_result,
