@@ -24,7 +24,7 @@ Then one web family (``--web``, Chromium per session) at a few levels.
 Usage:
     python benchmarks/env_server.py [--levels 64,128,256,384,512] [--think-ms 250]
         [--episodes 2] [--max-steps 20] [--busy 16] [--busy-s 10]
-        [--web feedbackgym/WebForm-v0] [--web-levels 1,2,4,8] [--skip-web]
+        [--web feedbackgym/WebForm-v0] [--web-levels 1,4,16,32,64] [--skip-web]
 """
 
 from __future__ import annotations
@@ -286,7 +286,7 @@ def main() -> None:
     parser.add_argument("--busy", type=int, default=16)
     parser.add_argument("--busy-s", type=float, default=10.0)
     parser.add_argument("--web", default="feedbackgym/WebForm-v0")
-    parser.add_argument("--web-levels", default="1,2,4,8")
+    parser.add_argument("--web-levels", default="1,4,16,32,64")
     parser.add_argument("--skip-web", action="store_true")
     parser.add_argument("--serve-echo", metavar="DIR", help=argparse.SUPPRESS)
     parser.add_argument("--max-sessions", type=int, default=1024, help=argparse.SUPPRESS)

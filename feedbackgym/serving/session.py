@@ -43,6 +43,7 @@ from feedbackgym.control import FeedbackController
 from feedbackgym.errors import FeedbackGymError, InvalidAction
 from feedbackgym.language.episode_chat import action_choices
 from feedbackgym.protocol import FEEDBACK, IS_SUCCESS, SET_FEEDBACK_STATE, FeedbackState, call_envs
+from feedbackgym.serving.connections import Connection, current_connection
 from feedbackgym.serving.settings import ServeSettings
 from feedbackgym.serving.wire import (
     FeedbackAction,
@@ -168,6 +169,7 @@ class FeedbackSession(Environment[FeedbackAction, FeedbackObservation, FeedbackS
         self._reviews: list[dict[str, Any]] = []
         self._last_review = ""
         self._choices: tuple[Any, list[str]] = ((), [])
+        self._connection: Connection | None = None
 
     def reset(
         self,
@@ -232,7 +234,12 @@ class FeedbackSession(Environment[FeedbackAction, FeedbackObservation, FeedbackS
         feedback_state: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> FeedbackObservation:
-        """:meth:`reset`, where the env's steps run (see :meth:`_run`)."""
+        """:meth:`reset`, where the env's steps run (see :meth:`_run`).
+
+        It runs in the WebSocket connection's task: the session takes that
+        connection, to close it when the session is closed.
+        """
+        self._connection = self._connection or current_connection()
         return await self._run(self.reset, seed, episode_id, feedback_state, **kwargs)
 
     async def step_async(
@@ -312,6 +319,8 @@ class FeedbackSession(Environment[FeedbackAction, FeedbackObservation, FeedbackS
         if self._closed:
             return
         self._closed = True
+        if self._connection is not None:  # closed by the client: the frame goes nowhere
+            self._connection.close_soon("session closed: idle past --idle-timeout, or stopping")
         env, self._env = self._env, None
         thread, self._thread = self._thread, None
         try:

@@ -10,8 +10,10 @@ import gymnasium as gym
 import pytest
 
 pytest.importorskip("openenv")
+from websockets.exceptions import ConnectionClosed  # noqa: E402
 from websockets.sync.client import connect  # noqa: E402
 
+from feedbackgym.serving.connections import SESSION_CLOSED  # noqa: E402
 from feedbackgym.serving.server_process import env_server  # noqa: E402
 
 ENV = "feedbackgym/OpsIncident-v1"
@@ -145,11 +147,13 @@ def test_capacity_and_the_idle_timeout():
                 refused = json.loads(third.recv(timeout=30))
             assert refused["data"]["code"] == "CAPACITY_REACHED"
             assert refused["data"]["max_sessions"] == 2
-            # both silent: the reaper (every 5 s at least) closes their envs
+            # both silent: the reaper (every 5 s at least) closes their envs and sockets
             assert wait_for(lambda: get(url, "/sessions")["open"] == 0, 20)
-            late = send(first, {"type": "step", "data": {"action": "wait"}})
-            assert late["data"]["code"] == "EXECUTION_ERROR"
-            assert "idle past the server's --idle-timeout" in late["data"]["message"]
+            for ws in (first, second):
+                with pytest.raises(ConnectionClosed) as closed:
+                    ws.recv(timeout=30)
+                assert closed.value.rcvd.code == SESSION_CLOSED
+                assert "idle past --idle-timeout" in closed.value.rcvd.reason
             with connect(ws_url(url)) as fresh:  # the slots are free again
                 assert send(fresh, {"type": "reset", "data": {"seed": 0}})["type"] == "observation"
         finally:
