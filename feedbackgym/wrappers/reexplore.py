@@ -232,6 +232,11 @@ class Reexplore(
         """
         if self.config is None:
             return
+        if start is not None:  # counted as a restore, not as the seeded reset it began with
+            self.restores += 1
+            self.demo_restores += start.kind == "demo"
+            self.replayed_steps += len(start.actions)
+            self.true_resets = max(0, self.true_resets - 1)
         self._seed, self._actions, self._seeded = int(seed), list(actions), False
         self._from = start
         self._episode_ended(bool(info.get("is_success", False)), info)

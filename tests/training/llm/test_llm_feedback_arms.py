@@ -250,7 +250,9 @@ def test_a_group_starts_at_a_reviewed_step_and_its_outcome_gates_the_start(chat,
         assert [m["content"] for m in episode.messages[2 : 2 * start + 1 : 2]] == played[:start]
         replayed_end = episode.replies[start - 1][1]
         assert not any(episode.env_mask[:replayed_end]) and any(episode.env_mask[replayed_end:])
-    assert restarts.restart_stats()["restored_episodes"] == 2
+    stats = restarts.restart_stats()
+    assert stats["restored_episodes"] == stats["restores"] == 2 and stats["true_resets"] == 0
+    assert stats["replayed_steps"] == 2 * start
     assert start == 2 and pool[0].successes + pool[0].failures == 2  # gated by the outcomes
 
 
