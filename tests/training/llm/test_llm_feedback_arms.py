@@ -210,6 +210,47 @@ def test_distilled_failures_get_the_hinted_teachers_log_probs_and_no_grpo_weight
     assert not any(e.teacher_options for e in episodes if e.success)
 
 
+def test_with_flagged_steps_only_the_choices_at_the_steps_a_review_flags_are_distilled(
+    chat, tmp_path
+):
+    from feedbackgym.training.llm.feedback_targets import taught
+
+    _, _, env = _stack("guide+distill", tmp_path)
+    student = play_episode(
+        chat,
+        env,
+        8,
+        show_hints=False,
+        prefix=["inspect metrics lb", "wait"],
+        generator=_generator(4),
+    )
+    assert student.length >= 4 and student.hints == 0
+    student.review = {"reexplore": [{"step": 1, "reason": "stalled"}, {"step": 3}]}
+    trie = chat.trie(env.unwrapped.action_meanings)
+    assert taught(
+        chat,
+        env,
+        student,
+        trie=trie,
+        memory=None,
+        turns="delta",
+        temperature=1.0,
+        only_flagged=True,
+    )
+    for step, (begin, end) in enumerate(student.replies):
+        taught_here = [bool(student.teacher_options[j]) for j in range(begin, end)]
+        chosen_here = [bool(m) for m in student.env_mask[begin:end]]
+        assert taught_here == (chosen_here if step == 3 else [False] * len(chosen_here))
+    # step 1 was replayed (no choice to distil), step 3 the model's
+    assert any(student.teacher_options) and student.token_weights.count(0.0) == sum(
+        bool(o) for o in student.teacher_options
+    )
+    nothing = play_episode(chat, env, 8, memory=None, show_hints=False, generator=_generator(4))
+    nothing.turn_hints = [None] * len(nothing.turn_hints)
+    assert not taught(chat, env, nothing, trie=trie, memory=None, turns="delta", temperature=1.0)
+    assert not nothing.teacher_options
+
+
 def test_the_divergence_over_the_options_is_the_kl_of_the_renormalised_distributions():
     student = torch.log(torch.tensor([[0.1, 0.3, 0.2]]))
     teacher = torch.log(torch.tensor([[0.4, 0.1, 0.9]]))
