@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 import json
 import threading
 from collections.abc import Callable, Mapping
@@ -60,7 +61,14 @@ except ImportError as error:  # pragma: no cover - wire.py raises first
 
     raise DependencyNotInstalled.for_extra("openenv", "server") from error
 
-__all__ = ["TRUNCATED", "FeedbackSession", "SessionBook", "SessionError", "invalid_action"]
+__all__ = [
+    "RECLAIM_EVERY",
+    "TRUNCATED",
+    "FeedbackSession",
+    "SessionBook",
+    "SessionError",
+    "invalid_action",
+]
 
 TRUNCATED = "truncated"
 """``info[TRUNCATED]`` on an episode's last observation: it was cut off (a time limit)."""
@@ -70,8 +78,20 @@ class SessionError(FeedbackGymError, RuntimeError):
     """A message the session cannot take now (no episode, the episode is over, closed)."""
 
 
+RECLAIM_EVERY = 256
+"""Closed sessions after which the objects kept from full collections go back to them."""
+
+
 class SessionBook:
-    """Counts a server's sessions whose env is open (what ``/sessions`` reports).
+    """Counts a server's open envs (``/sessions``) and keeps them out of full collections.
+
+    A full collection walks every live object: with 256 OpsIncident-v1 sessions
+    (about 280,000 objects) one took 283 ms, and every session's step waited for it.
+    An env lives as long as its session, so once made it is frozen out of them
+    (``gc.freeze``); steps' short-lived objects are collected as before. What a
+    closed session leaves in reference cycles (about 23 objects) waits until
+    :data:`RECLAIM_EVERY` sessions have closed, then everything frozen goes back
+    to the collector (``gc.unfreeze``).
 
     Example:
         >>> book = SessionBook()
@@ -83,9 +103,11 @@ class SessionBook:
         self._lock = threading.Lock()
         self.open = 0
         self.started = 0
+        self._closed_since_reclaim = 0
 
     def opened(self) -> int:
-        """Notes an env made; returns the envs open now."""
+        """Notes an env made (and freezes it out of full collections); returns the envs open."""
+        gc.freeze()
         with self._lock:
             self.open += 1
             self.started += 1
@@ -95,7 +117,14 @@ class SessionBook:
         """Notes an env closed; returns the envs open now."""
         with self._lock:
             self.open -= 1
-            return self.open
+            self._closed_since_reclaim += 1
+            reclaim = self._closed_since_reclaim >= RECLAIM_EVERY
+            if reclaim:
+                self._closed_since_reclaim = 0
+            open_now = self.open
+        if reclaim:
+            gc.unfreeze()
+        return open_now
 
 
 def invalid_action(text: str, reason: str, choices: tuple[str, ...]) -> ValidationError:
