@@ -189,6 +189,8 @@ class AddGuide(FeedbackWrapper):
         self._held_vector: dict[str, np.ndarray] | None = None
         self._vector_cache: dict[Any, dict[str, np.ndarray]] = {}
         self._library: tuple[Subgoal, ...] | None = None
+        self._disclosed: dict[tuple[str, tuple[str, ...] | None], tuple[Subgoal, ...]] = {}
+        """The episode's library as disclosed, by level and targets observed (few an episode)."""
         """The episode's subgoal library, read at its first hint."""
 
     # --- runtime setters (reach subprocess workers through env_method / call) -------------
@@ -234,6 +236,7 @@ class AddGuide(FeedbackWrapper):
         self._rng = seeded_rng(seed, 0x6775, self._rng)
         self._t = 0
         self._library = None
+        self._disclosed = {}
         self._unguided_episode = (
             self.dropout_scope == "episode" and self._rng.random() < self.dropout
         )
@@ -331,8 +334,11 @@ class AddGuide(FeedbackWrapper):
         options = self._options
         if self.level == "action":
             options = {**options, "expert_action": self._expert_words()}
+        key = (self.level, observed_targets(self.env))
+        if key not in self._disclosed:
+            self._disclosed[key] = disclose(library, *key)
         return GuideRequest(
-            disclose(library, self.level, observed_targets(self.env)),
+            self._disclosed[key],
             info.get("subgoals", {}),
             self._t,
             text_observation(obs),

@@ -186,12 +186,15 @@ class OpsIncidentEnv(SimulatorEnv[IncidentState]):
         Alerting, inspected (metrics or logs), or blamed by a log line it inspected.
         """
         state = self._require_episode()[0]
-        seen = set(state.initial_alerts) | set(state.active_alerts())
-        for row, service in enumerate(SERVICES):
-            if state.inspected[row, :2].any():
-                seen.add(service)
-            seen |= {SERVICES[t] for t in np.flatnonzero(state.log_pointers[row])}
-        return tuple(s for s in SERVICES if s in seen)
+        alerting = set(state.initial_alerts) | set(state.active_alerts())
+        rows = {
+            int(row)
+            for row in (
+                *np.flatnonzero(state.inspected[:, :2].any(axis=1)),  # inspected
+                *np.flatnonzero(state.log_pointers.any(axis=0)),  # blamed by a log line
+            )
+        }
+        return tuple(s for row, s in enumerate(SERVICES) if s in alerting or row in rows)
 
     target_vocabulary: tuple[str, ...] = SERVICES
     """The entities subgoal ``targets`` name: the services."""
