@@ -19,10 +19,12 @@ def test_the_env_server_page_is_in_the_site_nav():
 
 def test_the_env_server_examples_run():
     pytest.importorskip("verifiers")
-    plain, agent, trl, verifiers = run_python_blocks(PAGE.read_text(), timeout=300)
+    blocks = run_python_blocks(PAGE.read_text(), timeout=600)
+    plain, agent, trl, packaged_round, verifiers = blocks
     text = PAGE.read_text()
     shown = text.split("```python\n", 1)[1].split("```\n\n```\n", 1)[1].split("```", 1)[0]
     assert plain == shown  # the page shows what the plain-JSON example prints
     assert agent.count(" resolved ") == 2
     assert "is not an action" in trl and "> wait" in trl
+    assert '"round": 0' in packaged_round  # one GRPO round of the packaged model, served env
     assert verifiers.splitlines() == ["True user_closed 4 model calls, reward 0.0"] * 2
