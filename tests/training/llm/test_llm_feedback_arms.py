@@ -249,6 +249,16 @@ def test_with_flagged_steps_only_the_choices_at_the_steps_a_review_flags_are_dis
     nothing.turn_hints = [None] * len(nothing.turn_hints)
     assert not taught(chat, env, nothing, trie=trie, memory=None, turns="delta", temperature=1.0)
     assert not nothing.teacher_options
+    # The review of an earlier attempt at the seed is a teacher's context too.
+    memory = ReviewMemory(1)
+    memory.add({"text": "Step 0 was a poor choice; inspect the database first."})
+    assert taught(chat, env, nothing, trie=trie, memory=memory, turns="delta", temperature=1.0)
+    teacher = rendered(chat, env, nothing, hints=nothing.turn_hints, memory=memory)
+    ids = teacher.prompt_ids + teacher.completion_ids
+    first = len(teacher.prompt_ids) + teacher.env_mask.index(1)
+    j = nothing.env_mask.index(1)
+    full = _full_log_probs(chat, ids)[first - 1, nothing.teacher_options[j]]
+    assert nothing.teacher_logprobs[j] == pytest.approx(full.tolist(), abs=1e-4)
 
 
 def test_the_divergence_over_the_options_is_the_kl_of_the_renormalised_distributions():
