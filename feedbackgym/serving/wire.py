@@ -18,12 +18,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from feedbackgym.errors import DependencyNotInstalled
+from feedbackgym.errors import requires_extra
 
-try:
+with requires_extra("server", "openenv"):
     from openenv.core.env_server.types import Action, Observation, State
-except ImportError as error:
-    raise DependencyNotInstalled.for_extra("openenv", "server") from error
 
 __all__ = ["FeedbackAction", "FeedbackObservation", "FeedbackSessionState", "FeedbackStateFields"]
 
