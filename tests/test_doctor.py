@@ -25,6 +25,7 @@ EXTRAS = (
     "llm",
     "llm-train",
     "docs",
+    "server",
     "test",
 )
 

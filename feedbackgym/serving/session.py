@@ -90,13 +90,16 @@ class SessionBook:
     An env lives as long as its session, so once made it is frozen out of them
     (``gc.freeze``); steps' short-lived objects are collected as before. What a
     closed session leaves in reference cycles (about 23 objects) waits until
-    :data:`RECLAIM_EVERY` sessions have closed, then everything frozen goes back
-    to the collector (``gc.unfreeze``).
+    :data:`RECLAIM_EVERY` sessions have closed, or until none is open, then
+    everything frozen goes back to the collector (``gc.unfreeze``).
 
     Example:
+        >>> import gc
         >>> book = SessionBook()
-        >>> book.opened(), book.closed(), book.open
-        (1, 0, 0)
+        >>> book.opened(), gc.get_freeze_count() > 0
+        (1, True)
+        >>> book.closed(), gc.get_freeze_count()  # none open: all back to the collector
+        (0, 0)
     """
 
     def __init__(self) -> None:
@@ -118,7 +121,7 @@ class SessionBook:
         with self._lock:
             self.open -= 1
             self._closed_since_reclaim += 1
-            reclaim = self._closed_since_reclaim >= RECLAIM_EVERY
+            reclaim = self._closed_since_reclaim >= RECLAIM_EVERY or self.open == 0
             if reclaim:
                 self._closed_since_reclaim = 0
             open_now = self.open
