@@ -289,7 +289,9 @@ def test_env_actors_meet_the_trainer_interface_and_name_a_dead_one(cluster):
         call_envs(envs, "set_feedback_state", state)  # the controller's path
         stats = call_envs(envs, "feedback_stats")
         assert len(stats) == 4 and all(s["guide"] is not None for s in stats)
-        ray.kill(envs.actors.actors[1], no_restart=True)
+        dead = envs.actors.actors[1]
+        ray.kill(dead, no_restart=True)
+        _wait_dead(dead)  # the kill is asynchronous
         with pytest.raises(EnvActorError, match=envs.actors.names[1]) as raised:
             for group in range(4):
                 envs.step_async(group, np.zeros(1, np.int64))
@@ -374,3 +376,18 @@ def test_a_run_lost_with_its_node_resumes_from_its_last_round(cluster, tmp_path)
         assert run["round"] == config.rounds - 1
         rounds = [int(row["round"]) for row in _curves(tmp_path)[name]]
         assert rounds == list(range(1, config.rounds + 1))  # each validation once
+
+
+def _wait_dead(actor, timeout_s=30.0):
+    """Returns once ``actor`` answers no more (a killed actor may finish a call or two first)."""
+    import time
+
+    ray = pytest.importorskip("ray")
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            ray.get(actor.__ray_ready__.remote(), timeout=timeout_s)
+        except ray.exceptions.RayActorError:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the actor still answers {timeout_s} s after it was killed")
