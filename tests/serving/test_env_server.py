@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
-import urllib.request
 
 import gymnasium as gym
 import pytest
@@ -15,31 +13,9 @@ from websockets.sync.client import connect  # noqa: E402
 
 from feedbackgym.serving.connections import SESSION_CLOSED  # noqa: E402
 from feedbackgym.serving.server_process import env_server  # noqa: E402
+from tests.serving.client import get, send, wait_for, ws_url  # noqa: E402
 
 ENV = "feedbackgym/OpsIncident-v1"
-
-
-def get(url, path):
-    with urllib.request.urlopen(f"{url}{path}", timeout=30) as response:
-        return json.loads(response.read())
-
-
-def ws_url(url):
-    return url.replace("http://", "ws://") + "/ws"
-
-
-def send(ws, message):
-    ws.send(json.dumps(message))
-    return json.loads(ws.recv(timeout=60))
-
-
-def wait_for(condition, timeout_s):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.25)
-    return False
 
 
 @pytest.fixture(scope="module")

@@ -18,8 +18,6 @@ import struct
 import subprocess
 import sys
 import threading
-import time
-import urllib.request
 
 import gymnasium as gym
 import pytest
@@ -29,6 +27,7 @@ psutil = pytest.importorskip("psutil")
 from websockets.sync.client import connect  # noqa: E402
 
 from feedbackgym.serving.server_process import env_server  # noqa: E402
+from tests.serving.client import get, wait_for, ws_url  # noqa: E402
 
 ENV = "feedbackgym/OpsIncident-v1"
 CLIENT = """
@@ -42,24 +41,6 @@ print("mid-episode", flush=True)
 time.sleep(600)
 """
 """A client process that stops mid-episode and waits to be killed."""
-
-
-def get(url, path):
-    with urllib.request.urlopen(f"{url}{path}", timeout=30) as response:
-        return json.loads(response.read())
-
-
-def ws_url(url):
-    return url.replace("http://", "ws://") + "/ws"
-
-
-def wait_for(condition, timeout_s):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.25)
-    return condition()
 
 
 def play_expert_episodes(url, seeds, outcomes):
