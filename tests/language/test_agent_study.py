@@ -6,9 +6,7 @@ answers no action, so every episode fails. The study on the packaged model is in
 ``docs/results/llm_agent/``.
 """
 
-import importlib.util
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,21 +17,14 @@ pytest.importorskip("matplotlib")
 from feedbackgym.chat import ChatClient  # noqa: E402
 from feedbackgym.datasets import TrajectoryStore  # noqa: E402
 from feedbackgym.language.stand_in_server import stand_in_server  # noqa: E402
+from tests.benchmark_scripts import load_benchmark  # noqa: E402
 
 ENV = "feedbackgym/OpsIncidentEasy-v0"
 SEEDS = [10000000, 10000001]
 CONTEXT = 8192  # the stand-in counts tokens as bytes
 
 
-def _study():
-    path = Path(__file__).parents[2] / "benchmarks" / "llm_agent_study.py"
-    spec = importlib.util.spec_from_file_location("llm_agent_study", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-study = _study()
+study = load_benchmark("llm_agent_study")
 
 
 @pytest.fixture(scope="module")

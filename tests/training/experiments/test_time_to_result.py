@@ -1,20 +1,12 @@
 """``benchmarks/time_to_result.py``: the command each setup runs, and its results per arm."""
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
+from tests.benchmark_scripts import load_benchmark
 
-def _benchmark():
-    path = Path(__file__).parents[3] / "benchmarks" / "time_to_result.py"
-    spec = importlib.util.spec_from_file_location("time_to_result", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-ttr = _benchmark()
+ttr = load_benchmark("time_to_result")
 
 
 def _curve(run: Path, successes: list[float]) -> None:
