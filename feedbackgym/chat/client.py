@@ -220,6 +220,8 @@ class ChatClient:
         choices: Sequence[str] | None = None,
         schema: Mapping[str, Any] | None = None,
         max_tokens: int | None = None,
+        temperature: float = 0.0,
+        seed: int | None = None,
     ) -> str:
         """The model's reply to ``messages`` (no cache).
 
@@ -232,6 +234,8 @@ class ChatClient:
                 (``response_format`` ``{"type": "json_object", "schema": ...}``,
                 llama.cpp's form), whatever :attr:`constrain` says; not with ``choices``.
             max_tokens: The most tokens this reply may have (default: the client's).
+            temperature: Sampling temperature (0: the likeliest reply).
+            seed: The server's sampling seed (``None``: the server's choice).
 
         Raises:
             ChatError: The server failed, timed out or could not be reached.
@@ -242,12 +246,14 @@ class ChatClient:
             extra["response_format"] = {"type": "json_object", "schema": dict(schema)}
         if choices is not None:
             extra.update(self.constraint(choices))
+        if seed is not None:
+            extra["seed"] = int(seed)
         self.calls += 1
         response = self._call(
             lambda client: client.chat.completions.create(
                 model=self.model,
                 messages=list(messages),
-                temperature=0.0,
+                temperature=float(temperature),
                 max_tokens=max_tokens or self.max_tokens,
                 **extra,
             )

@@ -26,5 +26,9 @@ def test_the_env_server_examples_run():
     assert plain == shown  # the page shows what the plain-JSON example prints
     assert agent.count(" resolved ") == 2
     assert "is not an action" in trl and "> wait" in trl
-    assert '"round": 0' in packaged_round  # one GRPO round of the packaged model, served env
+    first, state, served = packaged_round.splitlines()
+    assert first.endswith("rollouts on the model server")  # the packaged model: auto is the server
+    assert '"round": 0' in state  # one GRPO round of the packaged model, served env
+    # the round's rollouts and the validation after it each published a version
+    assert served == "['registry.json', 'v0001', 'v0002']"
     assert verifiers.splitlines() == ["True user_closed 4 model calls, reward 0.0"] * 2

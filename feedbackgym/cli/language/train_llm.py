@@ -131,6 +131,13 @@ def add_commands(commands: Any) -> None:
         choices=("all", "flagged"),
         help=f"{DISTILL_SUFFIX}: every choice of a failed episode (default) or the review's steps",
     )
+    parser.add_argument(
+        "--rollouts",
+        choices=("auto", "server", "torch"),
+        default="auto",
+        help="who plays the episodes: the model server with the adapter published each round "
+        "(server), the model in this process (torch); auto: the server for a GGUF model",
+    )
     parser.add_argument("--device", default="auto", help="auto (CUDA when present), cuda or cpu")
     parser.add_argument(
         "--cpu-threads", type=int, default=0, help="torch threads on the CPU (0: one per core)"
@@ -205,7 +212,11 @@ def _cmd_train_llm(args: argparse.Namespace) -> int:
             env_kwargs=env_kwargs,
         )
     )
-    print(f"train-llm: {config.model} on {config.env_id}, arm {config.arm}", flush=True)
+    where = "the model server" if config.served_rollouts else "torch"
+    print(
+        f"train-llm: {config.model} on {config.env_id}, arm {config.arm}, rollouts on {where}",
+        flush=True,
+    )
     state = train_llm_run(
         config,
         resume=args.resume,

@@ -26,7 +26,7 @@ import contextlib
 import inspect
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from feedbackgym.chat.token_trie import TokenTrie
 from feedbackgym.errors import requires_extra
@@ -34,7 +34,15 @@ from feedbackgym.errors import requires_extra
 with requires_extra("llm-train", "torch"):
     import torch
 
-__all__ = ["Choice", "TokenStream", "action_trie", "choose_action", "rollout_threads"]
+__all__ = [
+    "Choice",
+    "Chooser",
+    "ModelChooser",
+    "TokenStream",
+    "action_trie",
+    "choose_action",
+    "rollout_threads",
+]
 
 
 @contextlib.contextmanager
@@ -189,3 +197,69 @@ def choose_action(
         logprobs.append(logprob)
         node = node.next[token]
     return Choice(node.choice, tokens, chosen, logprobs)
+
+
+class Chooser(Protocol):
+    """Who picks an episode's replies: the model in this process, or the model server.
+
+    Attributes:
+        sampled_logprobs: Whether each :class:`Choice` carries its tokens'
+            log-probabilities as sampled (else 0.0).
+    """
+
+    sampled_logprobs: bool
+
+    @property
+    def computed(self) -> int:
+        """Tokens the model computed for the episode so far."""
+        ...
+
+    def feed(self, tokens: Sequence[int]) -> None:
+        """Appends tokens of the chat that are not replies (the prompt, the env's turns)."""
+
+    def choose(
+        self,
+        trie: TokenTrie,
+        meanings: Sequence[str],
+        messages: Sequence[dict[str, str]],
+        *,
+        temperature: float,
+        generator: Any = None,
+    ) -> Choice:
+        """The next reply, one of ``meanings`` (``trie``'s), after ``messages``; fed too."""
+        ...
+
+
+class ModelChooser:
+    """Replies chosen by the model in this process (:func:`choose_action` over a KV cache).
+
+    Args:
+        model: The causal LM.
+        device: Where it is.
+    """
+
+    sampled_logprobs = True
+
+    def __init__(self, model: Any, device: torch.device) -> None:
+        self.stream = TokenStream(model, device)
+
+    @property
+    def computed(self) -> int:
+        """Tokens the model computed (each once)."""
+        return self.stream.computed
+
+    def feed(self, tokens: Sequence[int]) -> None:
+        """Appends ``tokens`` to the stream."""
+        self.stream.feed(tokens)
+
+    def choose(
+        self,
+        trie: TokenTrie,
+        meanings: Sequence[str],
+        messages: Sequence[dict[str, str]],
+        *,
+        temperature: float,
+        generator: Any = None,
+    ) -> Choice:
+        """:func:`choose_action` on the stream (``meanings`` and ``messages`` are its tokens)."""
+        return choose_action(self.stream, trie, temperature=temperature, generator=generator)

@@ -40,7 +40,7 @@ from feedbackgym.language.episode_chat import (
     agent_template,
 )
 from feedbackgym.protocol import ENV_REWARD, FEEDBACK, IS_SUCCESS, OUTCOME
-from feedbackgym.training.llm.action_choice import Choice, TokenStream, choose_action
+from feedbackgym.training.llm.action_choice import Choice, Chooser, ModelChooser
 from feedbackgym.training.llm.causal_lm import ChatModel
 
 __all__ = ["EpisodeTokens", "play_episode", "rendered"]
@@ -77,6 +77,8 @@ class EpisodeTokens:
         replayed: Steps replayed from a restart point before the model acted.
         hint_level: The level of hints a replay after a failed group was played with
             (trained on without them), or ``None``.
+        sampled_logprobs: Whether ``logprobs`` are the replies' as sampled (the
+            model server returns none: they are 0.0 then).
         token_weights: A weight per completion token on its GRPO advantage (empty: 1).
         teacher_options: At each completion token the model chose, the tokens it
             could choose from (empty elsewhere, and without a teacher).
@@ -107,6 +109,7 @@ class EpisodeTokens:
     replies: list[tuple[int, int]] = field(default_factory=list)
     replayed: int = 0
     hint_level: str | None = None
+    sampled_logprobs: bool = True
     token_weights: list[float] = field(default_factory=list)
     teacher_options: list[list[int]] = field(default_factory=list)
     teacher_logprobs: list[list[float]] = field(default_factory=list)
@@ -159,6 +162,7 @@ def play_episode(
     show_hints: bool = True,
     prefix: Sequence[Any] = (),
     on_end: Callable[[list[str], dict[str, Any]], None] | None = None,
+    chooser: Callable[[], Chooser] | None = None,
 ) -> EpisodeTokens:
     """Plays one episode from ``reset(seed=seed)`` with the model choosing every action.
 
@@ -178,6 +182,9 @@ def play_episode(
         prefix: Actions (texts or indices) replayed after the reset before the
             model acts (a restart point): turns of the chat, never trained on.
         on_end: Called with the actions and the last step's info right after it.
+        chooser: Makes the episode's :class:`~.action_choice.Chooser` (default:
+            the model in this process; the model server's is
+            :meth:`~.served_rollouts.ServedAdapter.chooser`).
 
     Returns:
         The episode, its tokens ready for GRPO.
@@ -195,7 +202,8 @@ def play_episode(
     user = _user_turn(text, result, obs, info, show_hints)
     result.messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
     result.prompt_ids = chat.encode(chat.turns.opening_text(chat.bos, system, user))
-    stream = TokenStream(chat.model, chat.device)
+    stream = chooser() if chooser is not None else ModelChooser(chat.model, chat.device)
+    result.sampled_logprobs = stream.sampled_logprobs
     stream.feed(result.prompt_ids)
     done = False
     while not done:
@@ -207,7 +215,9 @@ def play_episode(
             stream.feed(tokens)
             result.replayed += 1
         else:
-            choice = choose_action(stream, trie, temperature=temperature, generator=generator)
+            choice = stream.choose(
+                trie, meanings, result.messages, temperature=temperature, generator=generator
+            )
         result.completion_ids += choice.tokens
         result.env_mask += choice.chosen
         result.logprobs += choice.logprobs

@@ -146,7 +146,8 @@ def unhinted(
 
     Each choice's weight is ``min(cap, p_plain / p_hinted)``: the probability
     of the token under the prompt without hints over the one it was sampled
-    with (``episode.logprobs``); its log-probability becomes the plain one.
+    with (``episode.logprobs``, or computed here for an episode the model
+    server played); its log-probability becomes the plain one.
 
     Args:
         chat: The model (as it sampled the episode).
@@ -164,9 +165,13 @@ def unhinted(
     weights = [1.0] * len(plain.completion_ids)
     logprobs = list(plain.logprobs)
     chosen = [j for j, flag in enumerate(plain.env_mask) if flag]
+    sampled = [plain.logprobs[j] for j in chosen]
+    if not episode.sampled_logprobs:  # played on the server: the hinted ones computed here
+        hinted = _choice_log_probs(chat, episode, temperature)
+        sampled = [float(hinted[row, plain.completion_ids[j]]) for row, j in enumerate(chosen)]
     for row, j in enumerate(chosen):
         now = float(log_probs[row, plain.completion_ids[j]])
-        weights[j] = math.exp(min(now - plain.logprobs[j], math.log(cap)))
+        weights[j] = math.exp(min(now - sampled[row], math.log(cap)))
         logprobs[j] = now
     plain.logprobs, plain.token_weights = logprobs, weights
     return plain

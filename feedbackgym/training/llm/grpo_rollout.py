@@ -44,10 +44,11 @@ from typing import Any
 import gymnasium as gym
 
 from feedbackgym.language.episode_chat import ReviewMemory, action_choices
-from feedbackgym.training.llm.action_choice import rollout_threads
+from feedbackgym.training.llm.action_choice import Chooser, rollout_threads
 from feedbackgym.training.llm.causal_lm import ChatModel
 from feedbackgym.training.llm.episode_tokens import EpisodeTokens, play_episode
 from feedbackgym.training.llm.feedback_targets import failure_replay, taught, unhinted
+from feedbackgym.training.llm.served_rollouts import ServedAdapter
 from feedbackgym.wrappers.common import find_wrapper
 from feedbackgym.wrappers.reexplore import Reexplore, RestartStart
 
@@ -172,6 +173,8 @@ class GroupRollout:
         generator: The ``torch.Generator`` sampling draws from.
         on_round: Called with each round's :class:`RoundEpisodes` once played.
         mechanisms: What the arm's suffixes add (default: nothing).
+        served: Play on the model server (the adapter published before each
+            round), or ``None`` for the model in this process.
 
     Attributes:
         memories: Seed → the reviews of its earlier attempts.
@@ -192,6 +195,7 @@ class GroupRollout:
         generator: Any = None,
         on_round: Callable[[RoundEpisodes], None] | None = None,
         mechanisms: RolloutMechanisms | None = None,
+        served: ServedAdapter | None = None,
     ) -> None:
         self.chat = chat
         self.env = env
@@ -204,6 +208,8 @@ class GroupRollout:
         self.generator = generator
         self.on_round = on_round
         self.mechanisms = mechanisms or RolloutMechanisms()
+        self.served = served
+        self._chooser: Callable[[], Chooser] | None = None
         self.restarts = find_wrapper(env, Reexplore)
         self.memories: dict[int, ReviewMemory] = {}
         self.last: RoundEpisodes | None = None
@@ -212,6 +218,8 @@ class GroupRollout:
         """Plays one episode per prompt; returns what TRL's ``rollout_func`` returns."""
         played = RoundEpisodes(self.round_at(trainer), self.phase())
         start = time.perf_counter()
+        if self.served is not None:
+            self._chooser = self.served.chooser(played.round)
         seeds = [seed_of(prompt) for prompt in prompts]
         with rollout_threads(self.chat.device):
             for seed in dict.fromkeys(seeds):  # a group: consecutive prompts of one seed
@@ -224,7 +232,12 @@ class GroupRollout:
         out: dict[str, Any] = {
             "prompt_ids": [e.prompt_ids for e in episodes],
             "completion_ids": [e.completion_ids for e in episodes],
-            "logprobs": [e.logprobs for e in episodes],
+            # the server's replies carry none (TRL reads them for vLLM's correction only)
+            "logprobs": (
+                [e.logprobs for e in episodes]
+                if all(e.sampled_logprobs for e in episodes)
+                else None
+            ),
             "env_mask": [e.env_mask for e in episodes],
             "episode_return": [e.episode_return for e in episodes],
         }
@@ -259,6 +272,7 @@ class GroupRollout:
                 show_hints=env is not self.env or mechanisms.shows_hints,
                 prefix=restart.actions if restart is not None else (),
                 on_end=ended,
+                chooser=self._chooser,
                 **chat,
             )
 

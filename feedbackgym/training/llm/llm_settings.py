@@ -34,10 +34,14 @@ learns only from groups whose returns differ; on the sparse reward alone a weak 
 groups are mostly all failures)."""
 
 LLM_RESUMABLE_CHANGES = frozenset(
-    {"total_rounds", "out_dir", "device", "cpu_threads", "keep_checkpoints", "env_url"}
+    {"total_rounds", "out_dir", "device", "cpu_threads", "keep_checkpoints", "env_url", "rollouts"}
 )
 """The settings a resumed run may change: its length, where it lives and runs (a served env's
-address too), what it keeps."""
+address too), what it keeps, where its episodes are played."""
+
+ROLLOUTS = ("auto", "server", "torch")
+"""Where a run's episodes are played: ``server`` the model server (the adapter published
+each round), ``torch`` the model being trained, ``auto`` the server for a GGUF model."""
 
 _TEXT_CHANNELS = {"guide": {"channels": ["info"]}, "review": {"channels": ["info"]}}
 """A language model reads hints and reviews as words: they stay in ``info`` (the arms'
@@ -101,6 +105,11 @@ class LLMRunConfig(ArmFeedback):
             (``env_id`` is the env it serves): its sessions play the episodes and the
             validations, the run's controller drives their feedback through each reset,
             and the server's env keyword arguments (its time limit too) apply.
+        rollouts: Who plays the episodes and validations (one of :data:`ROLLOUTS`):
+            ``"server"`` the model server with the adapter published each round
+            (:mod:`~.served_rollouts`), ``"torch"`` the model being trained, in this
+            process; ``"auto"`` (the default) the server when ``model`` is a GGUF
+            model (the packaged one too), else torch.
     """
 
     env_id: str
@@ -151,6 +160,7 @@ class LLMRunConfig(ArmFeedback):
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     restart_demos: int = 0
     env_url: str | None = None
+    rollouts: str = "auto"
 
     def __post_init__(self) -> None:
         checked_keep_checkpoints(self.keep_checkpoints)
@@ -183,6 +193,15 @@ class LLMRunConfig(ArmFeedback):
             raise ValueError(f"hint_weight_cap must be above 0, got {self.hint_weight_cap}")
         if not 0 <= self.distill_alpha <= 1:
             raise ValueError(f"distill_alpha must be in [0, 1], got {self.distill_alpha}")
+        if self.rollouts not in ROLLOUTS:
+            raise ValueError(
+                f"rollouts must be one of {', '.join(ROLLOUTS)}, got {self.rollouts!r}"
+            )
+        if self.rollouts == "server" and not self._gguf_model:
+            raise ValueError(
+                f"rollouts 'server': the model server plays GGUF models (packaged or a .gguf "
+                f"file), not {self.model!r}"
+            )
         if self.distill_steps not in ("all", "flagged"):
             raise ValueError(
                 f"distill_steps must be 'all' or 'flagged', got {self.distill_steps!r}"
@@ -210,6 +229,15 @@ class LLMRunConfig(ArmFeedback):
     def distill(self) -> bool:
         """Whether failed episodes are distilled from the model reading the feedback."""
         return DISTILL_SUFFIX in self.suffixes
+
+    @property
+    def _gguf_model(self) -> bool:
+        return self.model == "packaged" or self.model.endswith(".gguf")
+
+    @property
+    def served_rollouts(self) -> bool:
+        """Whether the model server plays the episodes (``rollouts``, ``auto`` resolved)."""
+        return self.rollouts == "server" or (self.rollouts == "auto" and self._gguf_model)
 
     @property
     def rounds(self) -> int:

@@ -44,7 +44,7 @@ from feedbackgym.training.common.run_settings import close_run
 from feedbackgym.training.common.system_metrics import SystemMonitor
 from feedbackgym.training.common.trainer_names import Progress, RunState
 from feedbackgym.training.common.validation import Evaluation
-from feedbackgym.training.llm.action_choice import rollout_threads
+from feedbackgym.training.llm.action_choice import Chooser, rollout_threads
 from feedbackgym.training.llm.causal_lm import (
     ChatModel,
     LoraSettings,
@@ -63,6 +63,7 @@ from feedbackgym.training.llm.grpo_rollout import (
     seed_prompt,
 )
 from feedbackgym.training.llm.llm_settings import LLMRunConfig
+from feedbackgym.training.llm.served_rollouts import ServedAdapter
 from feedbackgym.wrappers.stack import make
 
 with requires_extra("llm-train", "transformers"):
@@ -103,11 +104,14 @@ class AdapterRounds(RoundBook):
         chat: ChatModel,
         *,
         progress: Callable[[int], None] | None = None,
+        served: ServedAdapter | None = None,
     ) -> None:
         super().__init__(config, controller, [eval_env], suffix=".pt", progress=progress)
         self.eval_env = eval_env
         self.llm = config
         self.chat = chat
+        self.served = served
+        self._chooser: Callable[[], Chooser] | None = None
         self.registry = VersionRegistry(self.run_dir / "versions")
         self.rollbacks = 0
 
@@ -132,6 +136,7 @@ class AdapterRounds(RoundBook):
                 temperature=self.llm.eval_temperature,
                 generator=generator,
                 max_tokens=self.llm.max_tokens,
+                chooser=self._chooser,
             )
             for seed in self.seeds
         ]
@@ -140,6 +145,8 @@ class AdapterRounds(RoundBook):
         controller = self.controller
         state = controller.state if controller.round == round_ else controller.state_at(round_)
         generator = torch.Generator().manual_seed(self.llm.seed)
+        if self.served is not None:  # the adapter the next round's rollouts play
+            self._chooser = self.served.chooser(round_)
         success, mean_return, mean_length = self._play(state.masked(False), generator)
         unguided = success
         if state.guide_weight != 0:
@@ -182,6 +189,8 @@ class AdapterRounds(RoundBook):
     def _roll_back(self, round_: int, number: int) -> None:
         """Training goes back to version ``number``'s adapter; round ``round_``'s checkpoint too."""
         load_adapter_state(self.chat.model, saved_adapter(self.registry.path(number)))
+        if self.served is not None:
+            self.served.forget()
         self.registry.rollback(number)
         path = self.checkpoint(round_)
         checkpoint = torch.load(path, weights_only=True)
@@ -375,6 +384,7 @@ def train_llm_run(
     eval_env: Any = None
     writer = None
     hinted: HintedEnvs | None = None
+    served: ServedAdapter | None = None
     try:
         chat = load_chat_model(
             config.model,
@@ -382,6 +392,10 @@ def train_llm_run(
             lora=LoraSettings(config.lora_rank, config.lora_alpha),
             device=device,
         )
+        if config.served_rollouts:
+            served = ServedAdapter(
+                chat, run_dir / "served", model=config.model, context=config.max_tokens
+            )
         if config.env_url is not None:  # the server's sessions: its stack, our controller
             from feedbackgym.serving.remote_env import RemoteEnv
 
@@ -393,7 +407,7 @@ def train_llm_run(
                 controller.config,
                 **evaluation_kwargs(config.env_id, config.env_arguments()),
             )
-        book = AdapterRounds(config, controller, eval_env, chat, progress=progress)
+        book = AdapterRounds(config, controller, eval_env, chat, progress=progress, served=served)
         checkpoint = None
         if first_round > 0:
             checkpoint = torch.load(book.checkpoint(first_round - 1), weights_only=True)
@@ -426,6 +440,7 @@ def train_llm_run(
                 distill=config.distill,
                 distill_flagged=config.distill_steps == "flagged",
             ),
+            served=served,
         )
         if checkpoint is not None:
             for seed, texts in checkpoint.get("memories", {}).items():
@@ -454,6 +469,8 @@ def train_llm_run(
         trainer.remove_callback(PrinterCallback)  # the round's scalars go to TensorBoard
         trainer.train()
     finally:
+        if served is not None:
+            served.close()
         if hinted is not None:
             hinted.close()
         closed = close_run(config, controller, [env, eval_env, writer], store)  # type: ignore[arg-type]
