@@ -69,7 +69,7 @@ def _agent(*args):
 
 def _pid(first_line):
     assert first_line.startswith(f"model: {MODEL} (Gemma 3 270M base"), first_line
-    return int(re.search(r"\(pid (\d+)\)$", first_line.strip())[1])
+    return int(re.search(r"\(pid (\d+)\)", first_line)[1])
 
 
 def test_the_agent_plays_the_packaged_model_by_default_and_leaves_no_server(tmp_path):
@@ -90,6 +90,36 @@ def test_the_agent_plays_the_packaged_model_by_default_and_leaves_no_server(tmp_
     assert lines[-1].startswith("3 episodes, ")
     assert len(TrajectoryStore(tmp_path).episodes()) == 3
     assert _gone(pid) and _server_processes() <= before  # no server left behind
+
+
+def test_on_easy_v1_the_agent_plays_the_shipped_adapter_unless_told_the_base_model(tmp_path):
+    from feedbackgym.language.adapters import trained_adapter
+
+    shipped = trained_adapter("feedbackgym/OpsIncidentEasy-v1")
+    assert shipped.path.is_file() and shipped.path.stat().st_size < 10_000_000  # a few MB
+    short = ("--episodes", "1", "--kwarg", "max_episode_steps=3")
+    firsts = {}
+    for flags in ((), ("--base-model",)):
+        command = [sys.executable, "-m", "feedbackgym", "agent", "--env", shipped.env_id]
+        command += [*short, "--out", str(tmp_path / str(len(flags))), *flags]
+        run = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=240)
+        assert run.returncode == 0, run.stderr
+        lines = run.stdout.splitlines()
+        firsts[flags] = lines[0]
+        assert lines[-1].startswith("1 episodes, ")
+    trained, base = firsts[()], firsts[("--base-model",)]
+    assert f"adapter {shipped.name}, trained for {shipped.env_id}" in trained
+    assert "with the LoRA adapter" in trained and "with the LoRA adapter" not in base
+    for first in (trained, base):  # the first line names the model, the split, the hint level
+        assert first.startswith(f"model: {MODEL}")
+        assert first.endswith("; test split; arm guide+review, hints at the phase level")
+    both = [sys.executable, "-m", "feedbackgym", "agent", "--env", shipped.env_id]
+    both += ["--base-model", "--adapter", str(shipped.path)]
+    run = subprocess.run(both, capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert (
+        run.returncode == 2
+        and "--base-model plays the packaged base model: not with --adapter" in run.stderr
+    )
 
 
 def test_serve_model_serves_other_clients_until_interrupted():

@@ -3,7 +3,7 @@
 Usage::
 
     feedbackgym agent --env ID | --env-url URL [--model-file PATH | --base-url URL [--model NAME]]
-        [--adapter PATH | --versions RUN_DIR [--version N|current]]
+        [--adapter PATH | --versions RUN_DIR [--version N|current] | --base-model]
         [--episodes N] [--attempts K] [--arm ARM] [--seed S] [--out PATH] [--round NAME]
         [--feedback builtin|llm] [--memory K] [--turns delta|full] [--retries R]
         [--timeout SECONDS] [--context TOKENS] [--threads N] [--constrain grammar|json|none]
@@ -12,9 +12,13 @@ Usage::
 Without ``--base-url`` it starts a local llama.cpp server on loopback for the
 packaged model (or ``--model-file``) and stops it when it ends
 (:class:`~feedbackgym.language.model_server.ModelServer`). Its first line
-names the model. ``--adapter`` applies a LoRA adapter to the local model: a
-PEFT folder (``feedbackgym sft``'s ``RUN/adapter``, converted to llama.cpp's
-GGUF form on first use and kept beside it) or a ``.gguf`` LoRA file.
+names the model, the adapter, the split and the hint level. Where the package
+ships a trained adapter for the env (:mod:`feedbackgym.language.adapters`:
+OpsIncidentEasy-v1's), the packaged model plays with it unless another model,
+adapter or server is given, or ``--base-model``. ``--adapter`` applies a LoRA
+adapter to the local model: a PEFT folder (``feedbackgym sft``'s ``RUN/adapter``,
+converted to llama.cpp's GGUF form on first use and kept beside it) or a
+``.gguf`` LoRA file.
 ``--versions RUN_DIR`` serves a run's version registry
 (:mod:`~feedbackgym.language.served_versions`) and ``--version`` plays one of its
 versions: a number, or ``current`` (the promoted one, or the canary for its
@@ -56,6 +60,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from feedbackgym.chat import ChatClient
+    from feedbackgym.language.adapters import TrainedAdapter
     from feedbackgym.language.agent_loop import AgentResult
     from feedbackgym.language.model_server import ModelServer
 
@@ -101,6 +106,12 @@ def add_commands(commands: Any) -> None:
         metavar="PATH",
         help="a LoRA adapter for the local model: a PEFT folder (feedbackgym sft's RUN/adapter, "
         "converted on first use) or a .gguf LoRA file",
+    )
+    agent.add_argument(
+        "--base-model",
+        action="store_true",
+        help="play the packaged base model even where the package ships a trained adapter for "
+        "the env (OpsIncidentEasy-v1's is the default there)",
     )
     agent.add_argument(
         "--versions",
@@ -221,6 +232,7 @@ def _cmd_agent(args: argparse.Namespace) -> int:
         make_env(args.env, {}).close()  # an unknown id: one line, with close ids
     if args.version is not None and args.versions is None:
         raise CommandError("--version plays a version of --versions RUN_DIR: give it too")
+    shipped = _shipped_adapter(args)
     if args.base_url is not None:
         if args.adapter is not None or args.versions is not None:
             raise CommandError(
@@ -228,6 +240,8 @@ def _cmd_agent(args: argparse.Namespace) -> int:
                 "(a server with versions serves version N as --model NAME@vN)"
             )
         return _play(args, None, args.base_url, args.context)
+    if shipped is not None:
+        args.adapter = shipped.path
     if args.adapter is not None and args.versions is not None:
         raise CommandError("--adapter or --versions, not both: each version is an adapter")
     context = args.context or DEFAULT_CONTEXT
@@ -241,11 +255,49 @@ def _cmd_agent(args: argparse.Namespace) -> int:
         args.model = server.served_name(version)  # an unknown version: before the server starts
     try:
         with sigterm_as_interrupt(), server:  # stopped on an error and Ctrl-C too
-            print(server.describe(version), flush=True)
+            adapter = ""
+            if shipped is not None:
+                adapter = (
+                    f"; adapter {shipped.name}, trained for {shipped.env_id} ({shipped.recipe}; "
+                    "--base-model plays the base model)"
+                )
+            print(server.describe(version) + adapter + _playing(args), flush=True)
             return _play(args, server, server.base_url, context)
     except KeyboardInterrupt:  # while the server started
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def _shipped_adapter(args: argparse.Namespace) -> TrainedAdapter | None:
+    """The adapter the package ships for the env, when the command plays the packaged model.
+
+    Raises:
+        CommandError: ``--base-model`` with another model, adapter or server.
+    """
+    from feedbackgym.language.adapters import trained_adapter
+
+    chosen = [
+        flag
+        for flag, value in (
+            ("--adapter", args.adapter),
+            ("--versions", args.versions),
+            ("--model-file", args.model_file),
+            ("--base-url", args.base_url),
+        )
+        if value is not None
+    ]
+    if args.base_model:
+        if chosen:
+            raise CommandError(f"--base-model plays the packaged base model: not with {chosen[0]}")
+        return None
+    return None if chosen else trained_adapter(args.env)
+
+
+def _playing(args: argparse.Namespace) -> str:
+    """What the episodes are, for the first line: the split, the arm, the hint level."""
+    kwargs = evaluation_kwargs(args.env, parse_kwargs(args.kwarg))
+    split = f"; {kwargs['split']} split" if "split" in kwargs else ""
+    return f"{split}; arm {args.arm}, hints at the {args.level} level"
 
 
 def _play(
@@ -261,7 +313,7 @@ def _play(
     if model is None:
         raise CommandError(f"{base_url} lists no model: pass --model")
     if server is None:
-        print(f"model: {model} at {base_url}", flush=True)
+        print(f"model: {model} at {base_url}{_playing(args)}", flush=True)
     client = ChatClient(base_url, model, timeout_s=args.timeout, constrain=args.constrain)
     guide = reviewer = None
     if args.feedback == "llm":

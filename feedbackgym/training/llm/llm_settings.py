@@ -125,6 +125,7 @@ class LLMRunConfig(ArmFeedback):
         "chats.jsonl",
         "checkpoints",
         "versions",
+        "served",
     )
     model: str = "packaged"
     adapter: str | None = None

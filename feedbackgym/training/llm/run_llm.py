@@ -1,7 +1,9 @@
 """One LLM run: GRPO through TRL in the same run directory as the other trainers.
 
 Each round plays ``groups`` groups of ``group_size`` episodes, each group on
-one seed (:class:`~.grpo_rollout.GroupRollout`, TRL's ``rollout_func``), and
+one seed (:class:`~.grpo_rollout.GroupRollout`, TRL's ``rollout_func``; the
+model server plays them with the adapter published before the round, or the
+model in torch: ``rollouts``, :mod:`~.served_rollouts`), and
 takes one optimizer step of TRL's ``GRPOTrainer`` on the adapter. Then, as
 with the PPO trainers (:class:`~feedbackgym.training.common.round_book.RoundBook`):
 the controller gets the round's trend and pushes the next round's feedback
@@ -19,6 +21,7 @@ The run directory::
     tb/ARM_seedS_N/    rollout/, train/ (TRL's losses), feedback/, llm/, system/
     checkpoints/       round_NNNN.pt, best.pt
     versions/          v0001/ ... (PEFT adapters), registry.json
+    served/            the adapter published for the model server each round (the last two kept)
     trajectories/      with --record
 """
 
