@@ -6,8 +6,9 @@ the inference runtime apart from training. :class:`ServedAdapter` owns that
 server for a run: before a round's rollouts (and before a validation) it
 publishes the adapter as it stands as a version of the run's ``served/``
 registry, which the server loads on its first request
-(:mod:`~feedbackgym.language.served_versions`: the PEFT folder converted to
-llama.cpp's GGUF form), and hands out a :class:`ServedChooser` per episode,
+(:mod:`~feedbackgym.language.served_versions`; the trainer writes the
+adapter in llama.cpp's GGUF form beside PEFT's, so the server converts
+nothing), and hands out a :class:`ServedChooser` per episode,
 which asks the server for each reply held to the env's actions (the
 server's choice decoding runs the model only where the actions branch, and
 its cache keeps the chat's prefix, so each token is computed once).
@@ -33,6 +34,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -41,6 +43,7 @@ from typing import Any
 from feedbackgym.chat.client import ChatClient
 from feedbackgym.chat.token_trie import TokenTrie
 from feedbackgym.errors import ConfigError, ReplyError
+from feedbackgym.language.lora_gguf import export_lora_gguf
 from feedbackgym.language.model_file import model_file
 from feedbackgym.language.model_server import ModelServer
 from feedbackgym.language.versions import VersionRegistry
@@ -163,7 +166,8 @@ class ServedAdapter:
         root: The registry's folder (a run's ``served/``).
         model: The run's ``model`` setting (the GGUF the server plays).
         context: The server's context in tokens (the run's longest episode).
-        threads: The server's CPU threads (default: one per core).
+        threads: The server's CPU threads (default: one per core: the trainer
+            waits while the server plays).
 
     Raises:
         ConfigError: ``model`` is no GGUF model.
@@ -182,7 +186,7 @@ class ServedAdapter:
         self.model = served_model_file(model)
         self.registry = VersionRegistry(root)
         self.context = context
-        self.threads = threads
+        self.threads = threads or os.cpu_count() or 1
         self.server: ModelServer | None = None
         self._published: tuple[int, ChatClient] | None = None
 
@@ -194,9 +198,7 @@ class ServedAdapter:
         """
         if self._published is not None and self._published[0] == key:
             return self._published[1]
-        version = self.registry.add(
-            self.chat.model.save_pretrained, round=key, validation={}, passed=False
-        )
+        version = self.registry.add(self._save, round=key, validation={}, passed=False)
         for old in self.registry.versions()[:-KEPT_ADAPTERS]:
             shutil.rmtree(self.registry.path(old.number), ignore_errors=True)
         if self.server is None:
@@ -212,6 +214,11 @@ class ServedAdapter:
         )
         self._published = (key, client)
         return client
+
+    def _save(self, folder: Path) -> None:
+        """The adapter in PEFT's form and in llama.cpp's, so the server loads it unconverted."""
+        self.chat.model.save_pretrained(folder)
+        export_lora_gguf(folder, folder / "adapter.gguf", base=self.model.path)
 
     def forget(self) -> None:
         """The adapter changed outside training (a rollback): the next :meth:`publish` publishes."""
