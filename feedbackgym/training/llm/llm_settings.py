@@ -93,8 +93,10 @@ class LLMRunConfig(ArmFeedback):
             ``"flagged"`` only those at the steps its review flags.
         keep_checkpoints: Newest round checkpoints kept (0: every one).
         device: ``"auto"`` (CUDA when present), ``"cuda"`` or ``"cpu"``.
-        cpu_threads: torch threads on the CPU (0: one per core: the model's matrix
-            products dominate; 1 is faster for tiny models, whose steps are overhead).
+        cpu_threads: torch threads on the CPU, and the model server's when it plays
+            the episodes (0: one per core: the model's matrix products dominate; 1 is
+            faster for tiny models, whose steps are overhead, and for two runs side by
+            side on 2 cores, whose threads would otherwise wait on each other).
         record: Record every training episode in ``out_dir/trajectories`` (HDF5).
         feedback: The feedback config the arm's preset goes on.
         feedback_file: A YAML/TOML config file to follow instead (edits apply at the next round).

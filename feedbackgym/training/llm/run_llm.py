@@ -397,7 +397,11 @@ def train_llm_run(
         )
         if config.served_rollouts:
             served = ServedAdapter(
-                chat, run_dir / "served", model=config.model, context=config.max_tokens
+                chat,
+                run_dir / "served",
+                model=config.model,
+                context=config.max_tokens,
+                threads=config.cpu_threads or None,
             )
         if config.env_url is not None:  # the server's sessions: its stack, our controller
             from feedbackgym.serving.remote_env import RemoteEnv
