@@ -187,7 +187,9 @@ def test_the_agent_command_ends_in_one_line_when_the_model_stops_answering(url, 
         "--episodes", "3", "--out", str(tmp_path), "--max-errors", "2",
     )  # fmt: skip
     assert run.returncode == 2, run.stderr
-    assert run.stdout.splitlines()[0] == f"model: stand-in:error at {url}"
+    assert run.stdout.splitlines()[0] == (
+        f"model: stand-in:error at {url}; arm guide+review, hints at the phase level"
+    )
     assert "model errors 2 fallbacks 1" in run.stdout
     assert run.stderr.count("\n") == 1 and "the model stopped answering" in run.stderr
     assert "1 episodes recorded in" in run.stderr

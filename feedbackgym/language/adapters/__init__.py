@@ -49,7 +49,8 @@ TRAINED_ADAPTERS = {
         TrainedAdapter(
             "ops-incident-easy-v1",
             "feedbackgym/OpsIncidentEasy-v1",
-            "the supervised warm-up on 150 expert episodes of the train split",
+            "the supervised warm-up on 150 expert episodes of the train split, phase hints "
+            "dropped from half",
             "docs/results/ops_v1/default_agent/",
         ),
     )
