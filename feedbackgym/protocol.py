@@ -10,7 +10,11 @@ declared here and nowhere else:
   pushes to every env each round;
 * :class:`FeedbackEnv`, the env methods trainers call, and :func:`call_envs`,
   the one adapter that calls them on any collection of envs: a single env, an
-  SB3 ``VecEnv`` (``env_method``) or a Gymnasium vector env (``call``).
+  SB3 ``VecEnv`` (``env_method``) or a Gymnasium vector env (``call``);
+* which ``info`` keys may depend on an episode's hidden cause
+  (:data:`REWARD_FIELDS`) and which keys give the answer away and never
+  leave the evaluator's side (:data:`ANSWER_KEYS`), and the one
+  evaluator-side method that reads a task's structure (:func:`task_key`).
 
 Example:
     >>> import gymnasium as gym, feedbackgym
@@ -37,8 +41,12 @@ __all__ = [
     "FEEDBACK",
     "INFRA_ERROR",
     "INVALID_ACTION",
+    "ANSWER_KEYS",
     "INCIDENT",
     "IS_SUCCESS",
+    "REWARD_FIELDS",
+    "TASK_ID",
+    "TASK_KEY",
     "OUTCOME",
     "SET_FEEDBACK_STATE",
     "SHAPING_REWARD",
@@ -52,6 +60,7 @@ __all__ = [
     "TaskEnv",
     "WrapperStats",
     "call_envs",
+    "task_key",
 ]
 
 # --- info keys ----------------------------------------------------------------------------
@@ -73,11 +82,26 @@ INFRA_ERROR = "infra_error"
 INVALID_ACTION = "invalid_action"
 """``info[INVALID_ACTION]``: the action could not be carried out (its message)."""
 INCIDENT = "incident"
-"""``info[INCIDENT]``: the task's structure as a string key (OpsIncident-v1, at reset and every
-step): equal for two seeds exactly when they pose the same problem up to names and numbers,
-so train/test overlap can be counted."""
+"""``info[INCIDENT]``: the task's structure as a string key (OpsIncident-v0 and v1 only, at reset
+and every step), fault type and root role included. It gives the answer away: ``serve-env``
+withholds it (:data:`ANSWER_KEYS`); OpsIncident-v2 writes :data:`TASK_ID` instead and gives
+the key through :func:`task_key` only."""
+TASK_ID = "task_id"
+"""``info[TASK_ID]``: an opaque task id (OpsIncident-v2, at reset and every step): equal for two
+seeds exactly when they pose the same problem, and naming nothing of it (a keyed digest of the
+task key: set ``FEEDBACKGYM_TASK_ID_KEY`` to key it with a secret of your own)."""
 IS_SUCCESS = "is_success"
 """``info[IS_SUCCESS]``: the episode reached its goal (on its last step; SB3's key)."""
+
+REWARD_FIELDS: tuple[str, ...] = (ENV_REWARD, SHAPING_REWARD, EXPLORE_BONUS, SUBGOALS, OUTCOME, IS_SUCCESS)
+"""The ``info`` keys that carry reward and its parts, which may depend on the hidden cause as a
+training signal does (subgoal progress flips when the agent reaches the root). The ids and the
+count of :data:`SUBGOALS` do not depend on it in OpsIncident-v2. A client that shows these
+fields to a model hands it part of the answer."""
+ANSWER_KEYS: tuple[str, ...] = (INCIDENT,)
+"""``info`` keys that name a task's hidden structure: ``serve-env`` never sends them."""
+TASK_KEY = "task_key"
+"""The evaluator-side env method that returns a task's structure (see :func:`task_key`)."""
 
 SET_FEEDBACK_STATE = "set_feedback_state"
 """The one env method a controller calls each round (see :class:`FeedbackEnv`)."""
@@ -129,6 +153,7 @@ class StepInfo(TypedDict, total=False):
     infra_error: str
     invalid_action: str
     incident: str
+    task_id: str
     is_success: bool
 
 
@@ -278,3 +303,34 @@ def call_envs(envs: Any, method: str, *args: Any, **kwargs: Any) -> list[Any]:
         f"cannot call {method!r} on {type(envs).__name__}: expected a gymnasium Env, "
         "an SB3 VecEnv or a gymnasium vector env"
     )
+
+
+def task_key(env: Any) -> str | None:
+    """The task's structure as a string key, read on the evaluator's side, or ``None``.
+
+    Equal for two seeds exactly when they pose the same problem up to names
+    and numbers (OpsIncident: the topology's shape, each fault's type, root
+    and path, the misleading alerts). The store, ``compare``'s statistics and
+    the benchmark scripts count train/test overlap with it. It is never in
+    ``info`` and never sent to the agent's side (an agent playing a seed again
+    would read the answer before its second attempt).
+
+    Args:
+        env: A Gymnasium env (through its wrappers) whose task env has a
+            ``task_key()`` method (OpsIncident-v2), or one that writes
+            ``info["incident"]`` (v0, v1: then ``None``; read its info).
+
+    Example:
+        >>> import gymnasium as gym, feedbackgym
+        >>> env = gym.make("feedbackgym/OpsIncidentEasy-v2", split="test")
+        >>> _, info = env.reset(seed=0)
+        >>> task_key(env).startswith("easy/"), "incident" in info, len(info["task_id"])
+        (True, False, 16)
+    """
+    try:
+        method = env.get_wrapper_attr(TASK_KEY) if hasattr(env, "get_wrapper_attr") else None
+    except AttributeError:
+        method = None
+    if method is None:
+        method = getattr(getattr(env, "unwrapped", env), TASK_KEY, None)
+    return None if method is None else str(method())

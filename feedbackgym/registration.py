@@ -17,6 +17,13 @@ __all__ = ["ENV_DESCRIPTIONS", "evaluation_kwargs", "has_splits", "register_envs
 _OPS_ENTRY = "feedbackgym.envs.ops.env:OpsIncidentEnv"
 _OPS_STEPS = 80
 _INCIDENT_ENTRY = "feedbackgym.envs.incident.env:IncidentEnv"
+_INCIDENT_V2_ENTRY = "feedbackgym.envs.incident.v2:IncidentEnvV2"
+_INCIDENT_PRESETS = (
+    ("easy", "one fault 1-2 hops below the alert, 5-8 services"),
+    ("medium", "one fault 1-3 hops down, two misleading alerts, 7-10 services"),
+    ("hard", "two faults 2-4 hops down, two misleading alerts, 9-13 services"),
+    ("extreme", "three waves of two faults 3-6 hops down, two misleading alerts, 12-16 services"),
+)
 
 _SPECS: list[dict[str, Any]] = [
     {
@@ -58,15 +65,25 @@ _SPECS: list[dict[str, Any]] = [
             "max_episode_steps": None,
             "description": f"OpsIncident-v1 at {difficulty}: {what}.",
         }
-        for difficulty, what in (
-            ("easy", "one fault 1-2 hops below the alert, 5-8 services"),
-            ("medium", "one fault 1-3 hops down, two misleading alerts, 7-10 services"),
-            ("hard", "two faults 2-4 hops down, two misleading alerts, 9-13 services"),
-            (
-                "extreme",
-                "three waves of two faults 3-6 hops down, two misleading alerts, 12-16 services",
-            ),
-        )
+        for difficulty, what in _INCIDENT_PRESETS
+    ),
+    {
+        "id": "feedbackgym/OpsIncident-v2",
+        "entry_point": _INCIDENT_V2_ENTRY,
+        "kwargs": {"difficulty": "medium", "obs_mode": "vector", "split": "train"},
+        "max_episode_steps": None,
+        "description": "OpsIncident-v1's incidents with a test split of new systems and new "
+        "solutions and an opaque task id (kwargs as v1's).",
+    },
+    *(
+        {
+            "id": f"feedbackgym/OpsIncident{difficulty.title()}-v2",
+            "entry_point": _INCIDENT_V2_ENTRY,
+            "kwargs": {"difficulty": difficulty, "obs_mode": "vector", "split": "train"},
+            "max_episode_steps": None,
+            "description": f"OpsIncident-v2 at {difficulty}: {what}; test systems never trained on.",
+        }
+        for difficulty, what in _INCIDENT_PRESETS
     ),
     {
         "id": "feedbackgym/CodeFix-v0",

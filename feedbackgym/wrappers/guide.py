@@ -12,7 +12,7 @@ from feedbackgym.config import GuideConfig
 from feedbackgym.core import Hint, Subgoal
 from feedbackgym.feedback.generators import Guide, GuideRequest, as_guide
 from feedbackgym.feedback.guide import SubgoalGuide
-from feedbackgym.feedback.levels import check_level, disclose, observed_targets
+from feedbackgym.feedback.levels import ObservedTargets, check_level, disclose, observed_targets
 from feedbackgym.wrappers.common import (
     add_vector_fields,
     feedback_info,
@@ -32,6 +32,8 @@ GUIDE_CHANNELS = ("text", "vector", "info")
 _DEFAULTS = GuideConfig()
 """The guide's defaults live in the config (:class:`~feedbackgym.config.GuideConfig`)."""
 
+Observed = tuple[str, ...] | ObservedTargets | None
+"""What the agent has observed, as the disclosure cache keys it."""
 DROPOUT_SCOPES = ("step", "episode")
 """What ``dropout`` withholds: single due hints, or whole episodes' hints."""
 WHEN = ("always", "after-failure")
@@ -189,7 +191,7 @@ class AddGuide(FeedbackWrapper):
         self._held_vector: dict[str, np.ndarray] | None = None
         self._vector_cache: dict[Any, dict[str, np.ndarray]] = {}
         self._library: tuple[Subgoal, ...] | None = None
-        self._disclosed: dict[tuple[str, tuple[str, ...] | None], tuple[Subgoal, ...]] = {}
+        self._disclosed: dict[tuple[str, Observed], tuple[Subgoal, ...]] = {}
         """The episode's library as disclosed, by level and targets observed (few an episode)."""
         """The episode's subgoal library, read at its first hint."""
 

@@ -26,7 +26,14 @@ from feedbackgym.envs.base import index_or_text
 from feedbackgym.envs.incident.catalog import GLOBAL_KINDS, SERVICE_KINDS
 from feedbackgym.errors import InvalidAction
 
-__all__ = ["action_table", "meanings", "normalise", "parse_action"]
+__all__ = [
+    "action_table",
+    "kind_words",
+    "meanings",
+    "normalise",
+    "parse_action",
+    "position_name",
+]
 
 ActionTable = tuple[tuple[str, int | None], ...]
 
@@ -38,12 +45,20 @@ def action_table(positions: int) -> ActionTable:
     )
 
 
+def kind_words(kind: str) -> str:
+    """An action kind in words (``inspect_logs`` -> ``inspect logs``)."""
+    return kind.replace("_", " ")
+
+
+def position_name(names: tuple[str, ...], position: int) -> str:
+    """The service at ``position`` by name, or ``<no service p>`` past the episode's services."""
+    return names[position] if position < len(names) else f"<no service {position}>"
+
+
 def meanings(table: ActionTable, names: tuple[str, ...]) -> tuple[str, ...]:
     """Every index in words, ``names`` being the services by position."""
     return tuple(
-        kind.replace("_", " ")
-        + ("" if p is None else " " + (names[p] if p < len(names) else f"<no service {p}>"))
-        for kind, p in table
+        kind_words(kind) + ("" if p is None else " " + position_name(names, p)) for kind, p in table
     )
 
 

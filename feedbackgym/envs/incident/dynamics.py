@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from feedbackgym.envs.incident.catalog import (
+    FAULTS,
     HEALTHY,
     LOG_LINES,
     LOG_SIGNALS,
@@ -33,6 +34,8 @@ __all__ = ["INFO", "NO_EFFECT", "OK", "RESULTS", "WORSE", "advance", "apply_acti
 
 _METRIC = {m: i for i, m in enumerate(METRICS)}
 _SIGNAL = {s: i for i, s in enumerate(LOG_SIGNALS)}
+ROOT_SIGNALS = frozenset(fault.signal for fault in FAULTS.values())
+"""Log signals a fault writes in its root's own logs (its root-cause evidence)."""
 BLIP_BURN = 0.01
 """Budget burned by restarting a healthy service."""
 SCALE_DOWN_BURN = (0.01, 5)
@@ -93,6 +96,10 @@ def _inspect(state: IncidentState, what: str, slot: int, rng: np.random.Generato
         if at_slot and all(state.is_recovered(f) for f in at_slot):
             state.verified.add(slot)
         state.symptoms_seen.add(slot)
+        if slot in state.misleading or any(
+            slot in f.path and not state.is_recovered(f) for f in state.active_faults()
+        ):
+            state.unhealthy_seen.add(slot)
         text = " ".join(f"{m}={_fmt(v)}" for m, v in zip(METRICS, values, strict=True))
         summary = text
     elif what == "logs":
@@ -103,6 +110,11 @@ def _inspect(state: IncidentState, what: str, slot: int, rng: np.random.Generato
         blamed = [t for _, t in signals if t != slot]
         state.log_pointers[slot, blamed] = 1
         state.symptoms_seen |= {slot, *blamed}
+        state.blamed_seen.update(blamed)
+        if signals:
+            state.unhealthy_seen.add(slot)
+        if any(t == slot and s in ROOT_SIGNALS for s, t in signals):
+            state.cause_seen.add(slot)
         text = "\n".join(lines)
         names = sorted({s if t == slot else f"{s} ({state.name(t)})" for s, t in signals})
         summary = "signals: " + (", ".join(names) or "routine lines only")

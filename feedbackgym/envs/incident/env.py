@@ -7,10 +7,25 @@ from typing import Any, SupportsFloat
 import numpy as np
 from gymnasium import spaces
 
-from feedbackgym.core import SubgoalTracker
+from feedbackgym.core import Subgoal, SubgoalTracker
 from feedbackgym.envs.base import SimulatorEnv, text_space, validation_seed_blocks
-from feedbackgym.envs.incident.actions import action_table, meanings, normalise, parse_action
-from feedbackgym.envs.incident.catalog import LOG_SIGNALS, METRICS, ROLES, SLOT_ROLES
+from feedbackgym.envs.incident.actions import (
+    action_table,
+    kind_words,
+    meanings,
+    normalise,
+    parse_action,
+    position_name,
+)
+from feedbackgym.envs.incident.catalog import (
+    GLOBAL_KINDS,
+    LOG_SIGNALS,
+    METRICS,
+    N_SLOTS,
+    ROLES,
+    SERVICE_KINDS,
+    SLOT_ROLES,
+)
 from feedbackgym.envs.incident.dynamics import NO_EFFECT, RESULTS, advance, apply_action
 from feedbackgym.envs.incident.expert import expert_action
 from feedbackgym.envs.incident.scenario import (
@@ -30,6 +45,7 @@ from feedbackgym.protocol import INCIDENT
 
 __all__ = ["VALIDATION_SEEDS", "IncidentEnv", "resolve_difficulty"]
 
+_KIND_WORDS = {kind: kind_words(kind) for kind in (*SERVICE_KINDS, *GLOBAL_KINDS)}
 VALIDATION_SEEDS: dict[str, tuple[int, ...]] = validation_seed_blocks(DIFFICULTIES)
 """100 seeds per preset that validation plays, on the test split (any seed is valid in
 either split: the split, not the seed, decides which compositions it draws); kept above
@@ -189,10 +205,16 @@ class IncidentEnv(SimulatorEnv[IncidentState]):
         )
         self._set_observation_space(vector, text_space(MAX_TEXT_LENGTH))
         self._actions_taken = np.zeros(len(self._table), np.int8)
-        self._meanings: tuple[str, ...] = meanings(self._table, ())
-        self._by_meaning: dict[str, int] = {}
+        self._meanings: tuple[str, ...] | None = None
+        self._by_meaning: dict[str, int] | None = None
         self._static: dict[str, np.ndarray] = {}
+        self._findings: dict[str, np.ndarray] = {}
+        """Per-position copies of what the agent has found, updated by each inspection."""
+        self._seen_at = np.zeros(n, np.float32)
+        self._alerting = np.zeros(n, np.int8)
+        self._position_of = np.zeros(N_SLOTS, np.int64)
         self._slots = np.zeros(0, np.int64)
+        self._position_names: tuple[str, ...] = ()
         self._mask = np.zeros(len(self._table), bool)
         """Which actions act on a service this episode has (:meth:`action_masks`)."""
         self.target_vocabulary = tuple(f"service{p}" for p in range(n))
@@ -208,8 +230,9 @@ class IncidentEnv(SimulatorEnv[IncidentState]):
     ) -> tuple[Any, dict[str, Any]]:
         """Draws a new incident of the env's split (seeded by ``seed``)."""
         super().reset(seed=seed)
-        state = draw_incident(self.preset_name, self.preset, self.split, self.np_random)
+        state = self._draw_incident()
         state.symptoms_seen |= set(state.initial_alerts)
+        state.alerts_seen |= set(state.initial_alerts)
         tracker = self._start_episode(state)
         self._actions_taken[:] = 0
         return self._observation(), self._info(tracker.update(state))
@@ -221,16 +244,27 @@ class IncidentEnv(SimulatorEnv[IncidentState]):
             raise FeedbackGymError(f"the episode is over ({state.outcome}); call reset()")
         index = self.parse_action(action)
         self._actions_taken[index] = 1
-        state.last_action = self._meanings[index]
         kind, position = self._table[index]
+        state.last_action = (
+            _KIND_WORDS[kind]
+            if position is None
+            else f"{_KIND_WORDS[kind]} {self._position_names[position]}"
+        )
         if position is not None and position >= len(self._slots):
             state.last_result, state.last_output = NO_EFFECT, f"no service at position {position}"
         else:
             slot = None if position is None else int(self._slots[position])
             state.last_output = apply_action(state, kind, slot, self.np_random)
+            if position is not None and kind.startswith("inspect_"):
+                self._copy_findings(position)
         if not state.declared and state.outcome == "in_progress":
             advance(state)
-        state.symptoms_seen |= set(state.active_alerts())
+        alerts = state.active_alerts()
+        state.symptoms_seen.update(alerts)
+        state.alerts_seen.update(alerts)
+        self._alerting.fill(0)
+        for slot in alerts:
+            self._alerting[self._position_of[slot]] = 1
         progress, reward, terminated = settle_step(state, tracker)
         truncated = not terminated and state.step >= self.step_limit
         return self._observation(), reward, terminated, truncated, self._info(progress)
@@ -244,11 +278,23 @@ class IncidentEnv(SimulatorEnv[IncidentState]):
     @property
     def action_meanings(self) -> tuple[str, ...]:
         """Every action index in words, for this episode's services."""
+        if self._meanings is None:
+            names = self._state.topology.names if self._state is not None else ()
+            self._meanings = meanings(self._table, names)
         return self._meanings
 
     def parse_action(self, action: int | str) -> int:
         """Turns an index or text into a valid action index (see ``## Action Space``)."""
+        if isinstance(action, (int, np.integer)) and 0 <= action < len(self._table):
+            return int(action)
         names = self._state.topology.names if self._state is not None else ()
+        if self._by_meaning is None:  # built at the first text action of an episode
+            live = len(self._slots)
+            self._by_meaning = {
+                normalise(m): i
+                for i, m in enumerate(self.action_meanings)
+                if self._table[i][1] is None or self._table[i][1] < live  # type: ignore[operator]
+            }
         return parse_action(action, self._by_meaning, len(self._table), names)
 
     def action_masks(self) -> np.ndarray:
@@ -301,17 +347,14 @@ class IncidentEnv(SimulatorEnv[IncidentState]):
 
     def _start_episode(self, state: IncidentState) -> SubgoalTracker:
         self._state = state
-        self._tracker = SubgoalTracker(build_subgoals(state))
+        self._tracker = SubgoalTracker(self._subgoal_library(state))
         topology, n = state.topology, self.positions
         self._slots = np.array(topology.slots, np.int64)
-        self._meanings = meanings(self._table, topology.names)
+        self._position_of[self._slots] = np.arange(len(self._slots))
+        self._meanings = self._by_meaning = None
+        self._position_names = tuple(position_name(topology.names, p) for p in range(n))
         live = len(topology.slots)
         self._mask = np.array([p is None or p < live for _, p in self._table], bool)
-        self._by_meaning = {
-            normalise(m): i
-            for i, m in enumerate(self._meanings)
-            if self._table[i][1] is None or self._table[i][1] < live  # type: ignore[operator]
-        }
         position = {slot: p for p, slot in enumerate(topology.slots)}
         present = np.zeros(n, np.int8)
         present[:live] = 1
@@ -321,42 +364,66 @@ class IncidentEnv(SimulatorEnv[IncidentState]):
         for a, b in topology.calls:
             calls[position[a], position[b]] = 1
         self._static = {"present": present, "roles": roles.reshape(-1), "calls": calls.reshape(-1)}
+        self._findings = {
+            "metrics": np.zeros((n, len(METRICS)), np.float32),
+            "logs": np.zeros((n, len(LOG_SIGNALS)), np.int8),
+            "deploys": np.zeros((n, 2), np.int8),
+            "log_pointers": np.zeros((n, n), np.int8),
+            "inspected": np.zeros((n, len(INSPECTIONS)), np.int8),
+        }
+        self._seen_at[:] = -np.inf
+        for p in range(live):
+            self._copy_findings(p)
+        self._alerting[:] = 0
+        self._alerting[self._position_of[state.active_alerts()]] = 1
         return self._tracker
 
-    def _by_position(self, rows: np.ndarray) -> np.ndarray:
-        """Per-slot rows of the state as per-position rows, padded to ``max_services``."""
-        out = np.zeros((self.positions, *rows.shape[1:]), rows.dtype)
-        out[: len(self._slots)] = rows[self._slots]
-        return out
+    def _copy_findings(self, position: int) -> None:
+        """Copies what the agent has found about the service at ``position`` into the rows."""
+        state, slot, rows = self._state, int(self._slots[position]), self._findings
+        assert state is not None
+        rows["metrics"][position] = state.metrics_seen[slot]
+        rows["logs"][position] = state.logs_seen[slot]
+        rows["deploys"][position] = state.deploys_seen[slot]
+        rows["log_pointers"][position, : len(self._slots)] = state.log_pointers[slot, self._slots]
+        rows["inspected"][position] = state.inspected[slot]
+        self._seen_at[position] = state.seen_at[slot]
+
+    # --- what each version changes ---------------------------------------------------------
+
+    def _draw_incident(self) -> IncidentState:
+        """Draws the next episode's incident from the env's generator (v1's stream and split)."""
+        return draw_incident(self.preset_name, self.preset, self.split, self.np_random)
+
+    def _subgoal_library(self, state: IncidentState) -> list[Subgoal]:
+        """The episode's subgoal library (v1's: a ``trace_k`` where a path has hops)."""
+        return build_subgoals(state)
 
     def _observation(self) -> Any:
         state = self._state
         assert state is not None
         if self.obs_mode == "text":
             return render_text(state, self.max_steps)
-        alerting = np.zeros(len(SLOT_ROLES), np.int8)
-        alerting[state.active_alerts()] = 1
-        age = (state.step - np.asarray(state.seen_at, np.float32)) / self.max_steps
-        n = len(self._slots)
-        pointers = np.zeros((self.positions, self.positions), state.log_pointers.dtype)
-        pointers[:n, :n] = state.log_pointers[np.ix_(self._slots, self._slots)]
-        by_position = self._by_position
+        rows = self._findings
+        age = np.minimum((state.step - self._seen_at) / self.max_steps, 1.0)
         obs: dict[str, Any] = {
-            **{key: value.copy() for key, value in self._static.items()},
-            "alerts": by_position(alerting),
+            "present": self._static["present"].copy(),
+            "roles": self._static["roles"].copy(),
+            "calls": self._static["calls"].copy(),
+            "alerts": self._alerting.copy(),
             "budget": np.array([state.budget], np.float32),
             "time": np.array([min(1.0, state.step / self.max_steps)], np.float32),
-            "metrics": by_position(state.metrics_seen).reshape(-1),
-            "metrics_age": np.clip(by_position(age) + (1.0 - self._static["present"]), 0, 1).astype(
-                np.float32
-            ),
-            "logs": by_position(state.logs_seen).reshape(-1),
-            "deploys": by_position(state.deploys_seen).reshape(-1),
-            "log_pointers": pointers.reshape(-1),
-            "inspected": by_position(state.inspected).reshape(-1),
+            "metrics": rows["metrics"].reshape(-1),
+            "metrics_age": age.astype(np.float32),
+            "logs": rows["logs"].reshape(-1),
+            "deploys": rows["deploys"].reshape(-1),
+            "log_pointers": rows["log_pointers"].reshape(-1),
+            "inspected": rows["inspected"].reshape(-1),
             "actions_taken": self._actions_taken.copy(),
             "last_result": state.last_result,
         }
+        for key in ("metrics", "logs", "deploys", "log_pointers", "inspected"):
+            obs[key] = obs[key].copy()
         if self.obs_mode == "both":
             obs["text"] = render_text(state, self.max_steps)
         return obs

@@ -12,6 +12,7 @@ training.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 
 import numpy as np
@@ -216,6 +217,14 @@ class IncidentState:
     )
     findings: dict[tuple[int, str], str] = field(default_factory=dict)
     symptoms_seen: set[int] = field(default_factory=set)
+    alerts_seen: set[int] = field(default_factory=set)
+    """Slots that have alerted while the agent watched (v2's hints name only what showed)."""
+    unhealthy_seen: set[int] = field(default_factory=set)
+    """Slots whose inspected metrics or logs were off (a fault's or a misleading alert's)."""
+    blamed_seen: set[int] = field(default_factory=set)
+    """Slots a log line the agent read blamed."""
+    cause_seen: set[int] = field(default_factory=set)
+    """Slots whose own logs showed a root-cause signal (the fault's, not a caller's)."""
     wave: int = 0
     wave_starts: list[int] = field(default_factory=lambda: [0])
 
@@ -266,7 +275,13 @@ def is_held_out(faults: list[IncidentFault], shape: str) -> bool:
 
 
 def draw_incident(
-    preset: str, difficulty: Difficulty, split: str, rng: np.random.Generator
+    preset: str,
+    difficulty: Difficulty,
+    split: str,
+    rng: np.random.Generator,
+    *,
+    draw_map: Callable[[], Topology] | None = None,
+    accept: Callable[[IncidentState], bool] | None = None,
 ) -> IncidentState:
     """Draws an incident of ``split`` from ``rng``.
 
@@ -275,12 +290,16 @@ def draw_incident(
         difficulty: Its knobs.
         split: ``"train"`` or ``"test"``.
         rng: The env's seeded generator; the incident depends on it only.
+        draw_map: Draws the topology (default: from ``rng``, v1's stream;
+            OpsIncident-v2 draws each split's systems from a stream of its own).
+        accept: Whether a drawn incident may be posed (default: every one;
+            OpsIncident-v2 keeps each split's solutions apart); a refused one is drawn again.
 
     Raises:
         ValueError: No topology within the knobs could host the faults.
     """
     for _ in range(MAX_DRAWS):
-        topology = draw_topology(difficulty.size, rng)
+        topology = draw_map() if draw_map is not None else draw_topology(difficulty.size, rng)
         shape = shape_key(topology)
         faults = _place_faults(topology, shape, difficulty, split, rng)
         if faults is None:
@@ -299,7 +318,7 @@ def draw_incident(
         versions = {
             s: f"v{int(rng.integers(1, 6))}.{int(rng.integers(0, 20))}." for s in topology.slots
         }
-        return IncidentState(
+        state = IncidentState(
             preset=preset,
             difficulty=difficulty,
             split=split,
@@ -311,9 +330,11 @@ def draw_incident(
             deploy_versions=versions,
             incident=incident_key(preset, difficulty, topology, faults, misleading),
         )
+        if accept is None or accept(state):
+            return state
     raise ValueError(
-        f"no topology within {difficulty} could host {difficulty.faults} faults "
-        f"({MAX_DRAWS} draws); allow more services or fewer faults"
+        f"no topology within {difficulty} could host {difficulty.faults} faults of the "
+        f"{split} split ({MAX_DRAWS} draws); allow more services or fewer faults"
     )
 
 
@@ -384,20 +405,24 @@ def incident_key(
     topology: Topology,
     faults: list[IncidentFault],
     misleading: tuple[int, ...],
+    describe: Callable[[IncidentFault], str] = lambda fault: fault.name,
 ) -> str:
     """The incident's key: equal for two seeds exactly when they pose the same problem.
 
     It covers the topology's shape, each fault's type, root and cascade path,
     and the misleading alerts, up to names, numbers and same-role slot order
     (see :func:`~feedbackgym.envs.incident.topology.canonical`), and the knobs.
+    ``describe`` names a fault in the key (its type; OpsIncident-v2's solution
+    key names what fixes it instead).
     """
     labels = {s: SLOT_ROLES[s] for s in topology.slots}
-    for index, fault in enumerate(sorted(faults, key=lambda f: (f.wave, f.name))):
-        labels[fault.root] += f"+root:{fault.name}:w{fault.wave}"
+    ordered = sorted(faults, key=lambda f: (f.wave, describe(f)))
+    for index, fault in enumerate(ordered):
+        labels[fault.root] += f"+root:{describe(fault)}:w{fault.wave}"
         for depth, slot in enumerate(fault.path):
             labels[slot] += f"+path{index}:{depth}"
     for slot in misleading:
         labels[slot] += "+misleading"
-    faults_part = ",".join(sorted(f"{f.name}@{SLOT_ROLES[f.root]}" for f in faults))
+    faults_part = ",".join(sorted(f"{describe(f)}@{SLOT_ROLES[f.root]}" for f in faults))
     knobs = preset if PRESETS.get(preset) == difficulty else f"custom-{digest(repr(difficulty), 6)}"
     return f"{knobs}/{faults_part}/{canonical(topology, labels)}"

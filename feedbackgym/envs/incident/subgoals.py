@@ -9,6 +9,12 @@ One episode's library (ids name no service, so they give nothing away)::
 after every mitigation of the wave before; ``trace_k`` when the path has hops.
 Evidence for a fault counts only once its wave has begun.
 
+OpsIncident-v2's library (``build_subgoals(state, trace_step=False)``) has
+no ``trace_k``: its ``find_root_cause_k`` asks for the whole trail and the
+root's evidence, so the ids and their count depend on the preset only, never
+on the hidden depth, and its ``phase`` words (:data:`PHASES_V2`) never call
+a service the end of the trail.
+
 Each subgoal's ``description`` is the ``target`` hint level's (it names the
 hidden root and the fault); its ``phase`` is the ``phase`` level's (the kind of
 step, naming nothing); ``targets`` are service names, which the ``phase`` level
@@ -45,7 +51,16 @@ PHASES: dict[str, str] = {
     "verify_recovery": "Verify recovery: once it settles, inspect the metrics of what you fixed.",
     "declare_resolved": "Declare the incident resolved.",
 }
-"""The ``phase`` level's words for each kind."""
+"""The ``phase`` level's words for each kind (v1)."""
+
+PHASES_V2: dict[str, str] = {
+    **PHASES,
+    "find_root_cause": "Find the root cause: follow the log lines that blame another service, "
+    "hop by hop, and inspect the metrics, logs and deploy history of the service whose own "
+    "logs show the fault.",
+    "mitigate": "Mitigate the cause at the service whose own logs show it.",
+}
+"""OpsIncident-v2's ``phase`` words: nothing said about where the trail ends."""
 
 
 def evidence_needed(fault: IncidentFault) -> tuple[str, ...]:
@@ -79,8 +94,27 @@ def _root_found(index: int, state: IncidentState) -> bool:
     )
 
 
-def build_subgoals(state: IncidentState) -> list[Subgoal]:
-    """Returns the subgoal library of the incident in ``state``."""
+def _investigated(index: int, state: IncidentState) -> bool:
+    return _traced(index, state) and _root_found(index, state)
+
+
+def build_subgoals(state: IncidentState, *, trace_step: bool = True) -> list[Subgoal]:
+    """Returns the subgoal library of the incident in ``state``.
+
+    Args:
+        state: The incident.
+        trace_step: v1's library (a ``trace_k`` where a path has hops). With
+            ``False``, v2's: ``find_root_cause_k`` covers the trail, and the
+            ids depend on the preset only.
+
+    Example:
+        >>> import numpy as np
+        >>> from feedbackgym.envs.incident.scenario import PRESETS, draw_incident
+        >>> state = draw_incident("easy", PRESETS["easy"], "train", np.random.default_rng(3))
+        >>> [sg.id for sg in build_subgoals(state, trace_step=False)]  # doctest: +NORMALIZE_WHITESPACE
+        ['triage', 'find_root_cause_1', 'mitigate_1', 'verify_recovery', 'declare_resolved']
+    """
+    phases = PHASES if trace_step else PHASES_V2
     name = state.name
     alerts = tuple(name(s) for s in state.initial_alerts)
     library = [
@@ -90,7 +124,7 @@ def build_subgoals(state: IncidentState) -> list[Subgoal]:
             _triaged,
             targets=alerts,
             kind="triage",
-            phase=PHASES["triage"],
+            phase=phases["triage"],
         )
     ]
     mitigations = []
@@ -109,11 +143,11 @@ def build_subgoals(state: IncidentState) -> list[Subgoal]:
                     before,
                     (name(fault.path[0]),),
                     "triage",
-                    PHASES["alert"],
+                    phases["alert"],
                 )
             )
             requires = (f"alert_{k}",)
-        if fault.hops:
+        if fault.hops and trace_step:
             hops = tuple(name(s) for s in fault.hops)
             library.append(
                 Subgoal(
@@ -123,7 +157,7 @@ def build_subgoals(state: IncidentState) -> list[Subgoal]:
                     requires,
                     hops,
                     "trace",
-                    PHASES["trace"],
+                    phases["trace"],
                 )
             )
             requires = (f"trace_{k}",)
@@ -132,11 +166,11 @@ def build_subgoals(state: IncidentState) -> list[Subgoal]:
             Subgoal(
                 f"find_root_cause_{k}",
                 f"Find the root-cause signal: inspect the {kinds} of {root}.",
-                partial(_root_found, index),
+                partial(_root_found if trace_step else _investigated, index),
                 requires,
                 (root,),
                 "find_root_cause",
-                PHASES["find_root_cause"],
+                phases["find_root_cause"],
             ),
             Subgoal(
                 f"mitigate_{k}",
@@ -145,7 +179,7 @@ def build_subgoals(state: IncidentState) -> list[Subgoal]:
                 (f"find_root_cause_{k}",),
                 (root,),
                 "mitigate",
-                PHASES["mitigate"],
+                phases["mitigate"],
             ),
         ]
         mitigations.append(f"mitigate_{k}")
@@ -158,8 +192,8 @@ def build_subgoals(state: IncidentState) -> list[Subgoal]:
             tuple(mitigations),
             roots,
             "verify_recovery",
-            PHASES["verify_recovery"],
+            phases["verify_recovery"],
         ),
-        declaration_subgoal(PHASES["declare_resolved"]),
+        declaration_subgoal(phases["declare_resolved"]),
     ]
     return library

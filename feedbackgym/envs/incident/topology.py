@@ -165,14 +165,19 @@ def refine(topology: Topology, labels: dict[int, str], rounds: int = 3) -> dict[
     labels of its callers and callees, so the result does not depend on which
     same-role slot a service sits in.
     """
+    callers: dict[int, list[int]] = {s: [] for s in topology.slots}
+    callees: dict[int, list[int]] = {s: [] for s in topology.slots}
+    for a, b in topology.calls:
+        callers[b].append(a)
+        callees[a].append(b)
     for _ in range(rounds):
         labels = {
             s: digest(
                 labels[s]
                 + "<"
-                + ",".join(sorted(labels[a] for a in topology.callers(s)))
+                + ",".join(sorted([labels[a] for a in callers[s]]))
                 + ">"
-                + ",".join(sorted(labels[b] for b in topology.callees(s)))
+                + ",".join(sorted([labels[b] for b in callees[s]]))
             )
             for s in topology.slots
         }
