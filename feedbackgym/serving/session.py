@@ -14,6 +14,13 @@ reported), until a trainer sends a feedback state with ``reset``
 (``{"type": "reset", "data": {"seed": 3, "feedback_state": {...}}}``): from
 then on the trainer's states apply and the session's controller stops.
 
+The observation's ``info`` is the env's, less the feedback (sent as ``hint``
+and ``review``) and the keys that name a task's hidden structure
+(:data:`~feedbackgym.protocol.ANSWER_KEYS`: OpsIncident-v0's and v1's
+``incident``), which never leave the server. The reward fields
+(:data:`~feedbackgym.protocol.REWARD_FIELDS`) are sent: a client that shows
+them to a model hands it part of the answer.
+
 Example:
     >>> from feedbackgym.serving.settings import ServeSettings
     >>> session = FeedbackSession(ServeSettings("feedbackgym/OpsIncidentEasy-v1"))
@@ -43,7 +50,14 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from feedbackgym.control import FeedbackController
 from feedbackgym.errors import FeedbackGymError, InvalidAction
 from feedbackgym.language.episode_chat import action_choices
-from feedbackgym.protocol import FEEDBACK, IS_SUCCESS, SET_FEEDBACK_STATE, FeedbackState, call_envs
+from feedbackgym.protocol import (
+    ANSWER_KEYS,
+    FEEDBACK,
+    IS_SUCCESS,
+    SET_FEEDBACK_STATE,
+    FeedbackState,
+    call_envs,
+)
 from feedbackgym.serving.connections import Connection, current_connection
 from feedbackgym.serving.settings import ServeSettings
 from feedbackgym.serving.wire import (
@@ -72,6 +86,8 @@ __all__ = [
 
 TRUNCATED = "truncated"
 """``info[TRUNCATED]`` on an episode's last observation: it was cut off (a time limit)."""
+_NOT_SENT = frozenset({FEEDBACK, *ANSWER_KEYS})
+"""``info`` keys a session never sends in ``info``."""
 
 
 class SessionError(FeedbackGymError, RuntimeError):
@@ -441,7 +457,7 @@ class FeedbackSession(Environment[FeedbackAction, FeedbackObservation, FeedbackS
             actions=[] if done else self._actions(env),
             hint=str(hint.get("text", "")),
             review=review,
-            info=json_safe({key: value for key, value in info.items() if key != FEEDBACK}),
+            info=json_safe({key: value for key, value in info.items() if key not in _NOT_SENT}),
             reward=reward,
             done=done,
         )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from functools import lru_cache
 
 import numpy as np
 
@@ -259,6 +260,7 @@ class IncidentState:
         return sorted(alerting)
 
 
+@lru_cache(maxsize=1 << 16)
 def fault_held_out(fault_type: str, shape: str) -> bool:
     """Whether the pair (``fault_type``, topology ``shape``) belongs to the test split.
 
@@ -328,9 +330,10 @@ def draw_incident(
             initial_alerts=alerts,
             recent_deploys=recent,
             deploy_versions=versions,
-            incident=incident_key(preset, difficulty, topology, faults, misleading),
+            incident="",
         )
         if accept is None or accept(state):
+            state.incident = incident_key(preset, difficulty, topology, faults, misleading)
             return state
     raise ValueError(
         f"no topology within {difficulty} could host {difficulty.faults} faults of the "

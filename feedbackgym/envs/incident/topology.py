@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -68,13 +69,27 @@ class Topology:
 
     def callees(self, slot: int) -> tuple[int, ...]:
         """The slots ``slot`` calls."""
-        return tuple(b for a, b in self.calls if a == slot)
+        return self._adjacency[0].get(slot, ())
 
     def callers(self, slot: int) -> tuple[int, ...]:
         """The slots that call ``slot``."""
-        return tuple(a for a, b in self.calls if b == slot)
+        return self._adjacency[1].get(slot, ())
+
+    @cached_property
+    def _adjacency(self) -> tuple[dict[int, tuple[int, ...]], dict[int, tuple[int, ...]]]:
+        """Each slot's callees and callers, in ``calls`` order (built at the first question)."""
+        callees: dict[int, list[int]] = {}
+        callers: dict[int, list[int]] = {}
+        for a, b in self.calls:
+            callees.setdefault(a, []).append(b)
+            callers.setdefault(b, []).append(a)
+        return (
+            {s: tuple(v) for s, v in callees.items()},
+            {s: tuple(v) for s, v in callers.items()},
+        )
 
 
+@lru_cache(maxsize=1 << 16)
 def digest(text: str, size: int = 12) -> str:
     """A short, stable hex digest of ``text`` (the same in every process).
 
@@ -165,19 +180,15 @@ def refine(topology: Topology, labels: dict[int, str], rounds: int = 3) -> dict[
     labels of its callers and callees, so the result does not depend on which
     same-role slot a service sits in.
     """
-    callers: dict[int, list[int]] = {s: [] for s in topology.slots}
-    callees: dict[int, list[int]] = {s: [] for s in topology.slots}
-    for a, b in topology.calls:
-        callers[b].append(a)
-        callees[a].append(b)
+    callers, callees = topology.callers, topology.callees
     for _ in range(rounds):
         labels = {
             s: digest(
                 labels[s]
                 + "<"
-                + ",".join(sorted([labels[a] for a in callers[s]]))
+                + ",".join(sorted([labels[a] for a in callers(s)]))
                 + ">"
-                + ",".join(sorted([labels[b] for b in callees[s]]))
+                + ",".join(sorted([labels[b] for b in callees(s)]))
             )
             for s in topology.slots
         }
