@@ -28,6 +28,7 @@ from feedbackgym.envs.incident.catalog import (
 )
 from feedbackgym.envs.incident.dynamics import NO_EFFECT, RESULTS, advance, apply_action
 from feedbackgym.envs.incident.expert import expert_action
+from feedbackgym.envs.incident.rows import ObservationRows
 from feedbackgym.envs.incident.scenario import (
     DIFFICULTIES,
     INSPECTIONS,
@@ -204,16 +205,28 @@ class IncidentEnv(SimulatorEnv[IncidentState]):
             }
         )
         self._set_observation_space(vector, text_space(MAX_TEXT_LENGTH))
-        self._actions_taken = np.zeros(len(self._table), np.int8)
+        self._rows = ObservationRows(vector)
+        """The vector observation's fields, written in place as the episode goes."""
+        rows = self._rows.field
+        self._actions_taken = rows("actions_taken")
+        self._findings = {
+            "metrics": rows("metrics").reshape(n, len(METRICS)),
+            "logs": rows("logs").reshape(n, len(LOG_SIGNALS)),
+            "deploys": rows("deploys").reshape(n, 2),
+            "log_pointers": rows("log_pointers").reshape(n, n),
+            "inspected": rows("inspected").reshape(n, len(INSPECTIONS)),
+        }
+        """Per-position rows of what the agent has found, updated by each inspection."""
         self._meanings: tuple[str, ...] | None = None
         self._by_meaning: dict[str, int] | None = None
-        self._static: dict[str, np.ndarray] = {}
-        self._findings: dict[str, np.ndarray] = {}
-        """Per-position copies of what the agent has found, updated by each inspection."""
+        self._table_positions = np.array([-1 if p is None else p for _, p in self._table])
+        """Each action's service position (-1: a global action), for the mask."""
         self._seen_at = np.zeros(n, np.float32)
-        self._alerting = np.zeros(n, np.int8)
+        self._alerting = rows("alerts")
         self._position_of = np.zeros(N_SLOTS, np.int64)
         self._slots = np.zeros(0, np.int64)
+        self._slot_list: tuple[int, ...] = ()
+        """The episode's slots by position (``_slots`` as Python ints, for the step)."""
         self._position_names: tuple[str, ...] = ()
         self._mask = np.zeros(len(self._table), bool)
         """Which actions act on a service this episode has (:meth:`action_masks`)."""
@@ -234,7 +247,6 @@ class IncidentEnv(SimulatorEnv[IncidentState]):
         state.symptoms_seen |= set(state.initial_alerts)
         state.alerts_seen |= set(state.initial_alerts)
         tracker = self._start_episode(state)
-        self._actions_taken[:] = 0
         return self._observation(), self._info(tracker.update(state))
 
     def step(self, action: int | str) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
@@ -250,10 +262,10 @@ class IncidentEnv(SimulatorEnv[IncidentState]):
             if position is None
             else f"{_KIND_WORDS[kind]} {self._position_names[position]}"
         )
-        if position is not None and position >= len(self._slots):
+        if position is not None and position >= len(self._slot_list):
             state.last_result, state.last_output = NO_EFFECT, f"no service at position {position}"
         else:
-            slot = None if position is None else int(self._slots[position])
+            slot = None if position is None else self._slot_list[position]
             state.last_output = apply_action(state, kind, slot, self.np_random)
             if position is not None and kind.startswith("inspect_"):
                 self._copy_findings(position)
@@ -262,9 +274,7 @@ class IncidentEnv(SimulatorEnv[IncidentState]):
         alerts = state.active_alerts()
         state.symptoms_seen.update(alerts)
         state.alerts_seen.update(alerts)
-        self._alerting.fill(0)
-        for slot in alerts:
-            self._alerting[self._position_of[slot]] = 1
+        self._mark_alerts(alerts)
         progress, reward, terminated = settle_step(state, tracker)
         truncated = not terminated and state.step >= self.step_limit
         return self._observation(), reward, terminated, truncated, self._info(progress)
@@ -350,33 +360,32 @@ class IncidentEnv(SimulatorEnv[IncidentState]):
         self._tracker = SubgoalTracker(self._subgoal_library(state))
         topology, n = state.topology, self.positions
         self._slots = np.array(topology.slots, np.int64)
+        self._slot_list = topology.slots
         self._position_of[self._slots] = np.arange(len(self._slots))
         self._meanings = self._by_meaning = None
         self._position_names = tuple(position_name(topology.names, p) for p in range(n))
         live = len(topology.slots)
-        self._mask = np.array([p is None or p < live for _, p in self._table], bool)
+        self._mask = self._table_positions < live
         position = {slot: p for p, slot in enumerate(topology.slots)}
-        present = np.zeros(n, np.int8)
-        present[:live] = 1
-        roles = np.zeros((n, len(ROLES)), np.int8)
+        self._rows.clear()
+        self._rows.field("present")[:live] = 1
+        roles = self._rows.field("roles").reshape(n, len(ROLES))
         roles[np.arange(live), [ROLES.index(SLOT_ROLES[s]) for s in topology.slots]] = 1
-        calls = np.zeros((n, n), np.int8)
+        calls = self._rows.field("calls").reshape(n, n)
         for a, b in topology.calls:
             calls[position[a], position[b]] = 1
-        self._static = {"present": present, "roles": roles.reshape(-1), "calls": calls.reshape(-1)}
-        self._findings = {
-            "metrics": np.zeros((n, len(METRICS)), np.float32),
-            "logs": np.zeros((n, len(LOG_SIGNALS)), np.int8),
-            "deploys": np.zeros((n, 2), np.int8),
-            "log_pointers": np.zeros((n, n), np.int8),
-            "inspected": np.zeros((n, len(INSPECTIONS)), np.int8),
-        }
-        self._seen_at[:] = -np.inf
-        for p in range(live):
-            self._copy_findings(p)
-        self._alerting[:] = 0
-        self._alerting[self._position_of[state.active_alerts()]] = 1
+        self._seen_at.fill(-np.inf)
+        if state.evidence:  # a restored snapshot: copy what was found before it
+            for p in range(live):
+                self._copy_findings(p)
+        self._mark_alerts(state.active_alerts())
         return self._tracker
+
+    def _mark_alerts(self, alerts: list[int]) -> None:
+        """Sets the ``alerts`` row to the slots alerting now."""
+        self._alerting.fill(0)
+        for slot in alerts:
+            self._alerting[self._position_of[slot]] = 1
 
     def _copy_findings(self, position: int) -> None:
         """Copies what the agent has found about the service at ``position`` into the rows."""
@@ -404,26 +413,12 @@ class IncidentEnv(SimulatorEnv[IncidentState]):
         assert state is not None
         if self.obs_mode == "text":
             return render_text(state, self.max_steps)
-        rows = self._findings
-        age = np.minimum((state.step - self._seen_at) / self.max_steps, 1.0)
-        obs: dict[str, Any] = {
-            "present": self._static["present"].copy(),
-            "roles": self._static["roles"].copy(),
-            "calls": self._static["calls"].copy(),
-            "alerts": self._alerting.copy(),
-            "budget": np.array([state.budget], np.float32),
-            "time": np.array([min(1.0, state.step / self.max_steps)], np.float32),
-            "metrics": rows["metrics"].reshape(-1),
-            "metrics_age": age.astype(np.float32),
-            "logs": rows["logs"].reshape(-1),
-            "deploys": rows["deploys"].reshape(-1),
-            "log_pointers": rows["log_pointers"].reshape(-1),
-            "inspected": rows["inspected"].reshape(-1),
-            "actions_taken": self._actions_taken.copy(),
-            "last_result": state.last_result,
-        }
-        for key in ("metrics", "logs", "deploys", "log_pointers", "inspected"):
-            obs[key] = obs[key].copy()
+        field = self._rows.field
+        field("budget")[0] = state.budget
+        field("time")[0] = min(1.0, state.step / self.max_steps)
+        np.minimum((state.step - self._seen_at) / self.max_steps, 1.0, out=field("metrics_age"))
+        obs: dict[str, Any] = self._rows.observation()
+        obs["last_result"] = state.last_result
         if self.obs_mode == "both":
             obs["text"] = render_text(state, self.max_steps)
         return obs

@@ -248,7 +248,9 @@ class IncidentState:
         return self.evidence.get((slot, kind), -1) >= self.wave_starts[wave]
 
     def active_faults(self) -> list[IncidentFault]:
-        """The faults of the waves begun so far."""
+        """The faults of the waves begun so far (read it; the last wave's is ``faults`` itself)."""
+        if self.wave + 1 >= self.difficulty.waves:
+            return self.faults
         return [f for f in self.faults if f.wave <= self.wave]
 
     def active_alerts(self) -> list[int]:

@@ -173,39 +173,56 @@ def _names(slots: Iterable[int], rng: np.random.Generator) -> list[str]:
     return [NAMES[SLOT_ROLES[s]][pools[SLOT_ROLES[s]].pop()] for s in slots]
 
 
-def refine(topology: Topology, labels: dict[int, str], rounds: int = 3) -> dict[int, str]:
-    """Weisfeiler-Lehman refinement of per-slot ``labels`` over the call edges.
+def _refine(
+    calls: tuple[tuple[int, int], ...], slots: tuple[int, ...], labels: dict[int, str], rounds: int
+) -> list[str]:
+    """Weisfeiler-Lehman refinement of per-slot ``labels`` over the call edges, in slot order.
 
     Each round a slot's label becomes a digest of its label and the sorted
     labels of its callers and callees, so the result does not depend on which
     same-role slot a service sits in.
     """
-    callers, callees = topology.callers, topology.callees
+    index = {s: i for i, s in enumerate(slots)}
+    ins: list[list[int]] = [[] for _ in slots]
+    outs: list[list[int]] = [[] for _ in slots]
+    for a, b in calls:
+        ins[index[b]].append(index[a])
+        outs[index[a]].append(index[b])
+    current = [labels[s] for s in slots]
+    neighbours = list(zip(range(len(slots)), ins, outs))
     for _ in range(rounds):
-        labels = {
-            s: digest(
-                labels[s]
+        current = [
+            digest(
+                current[i]
                 + "<"
-                + ",".join(sorted([labels[a] for a in callers(s)]))
+                + ",".join(sorted([current[j] for j in callers]))
                 + ">"
-                + ",".join(sorted([labels[b] for b in callees(s)]))
+                + ",".join(sorted([current[j] for j in callees]))
             )
-            for s in topology.slots
-        }
-    return labels
+            for i, callers, callees in neighbours
+        ]
+    return current
 
 
 def canonical(topology: Topology, labels: dict[int, str]) -> str:
     """A digest of the topology with per-slot ``labels``, up to names and slot order."""
-    final = refine(topology, labels)
+    return _canonical(topology.calls, topology.slots, tuple(labels[s] for s in topology.slots))
+
+
+@lru_cache(maxsize=1 << 13)
+def _canonical(
+    calls: tuple[tuple[int, int], ...], slots: tuple[int, ...], labels: tuple[str, ...]
+) -> str:
+    """:func:`canonical` of a call graph and its slots' labels (the same graphs recur often)."""
+    final = dict(zip(slots, _refine(calls, slots, dict(zip(slots, labels)), 3)))
     nodes = sorted(final.values())
-    edges = sorted(f"{final[a]}>{final[b]}" for a, b in topology.calls)
+    edges = sorted(f"{final[a]}>{final[b]}" for a, b in calls)
     return digest("|".join(nodes) + "#" + "|".join(edges), 16)
 
 
 def shape_key(topology: Topology) -> str:
     """The topology's shape: roles and call edges, up to names and same-role slot order."""
-    return canonical(topology, {s: SLOT_ROLES[s] for s in topology.slots})
+    return _canonical(topology.calls, topology.slots, tuple(SLOT_ROLES[s] for s in topology.slots))
 
 
 def paths_to(topology: Topology, target: int) -> list[tuple[int, ...]]:
