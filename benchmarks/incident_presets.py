@@ -1,12 +1,15 @@
-"""OpsIncident-v1's presets: distinct incidents, expert length, expert and random success.
+"""OpsIncident's presets: distinct incidents, expert length, expert and random success.
 
-Prints one Markdown row per preset, measured in this run::
+Prints one Markdown row per preset of ``--version`` (2 by default; 1 for v1's
+published table), measured in this run::
 
-    python benchmarks/incident_presets.py --episodes 1000 --keys 100000
+    python benchmarks/incident_presets.py --episodes 1000 --keys 20000
 
 ``--keys`` train-split seeds are drawn for the count of distinct incidents
-(``info["incident"]``), and a tenth as many test-split seeds, whose keys must
-not occur among the train keys (the overlap column).
+(their task keys, read on the evaluator's side through
+:func:`feedbackgym.protocol.task_key`), and a tenth as many test-split seeds,
+whose keys must not occur among the train keys (the overlap column). Expert
+and random play run on the test split.
 """
 
 from __future__ import annotations
@@ -16,7 +19,19 @@ import argparse
 import numpy as np
 
 from feedbackgym.envs.incident import DIFFICULTIES, IncidentEnv
+from feedbackgym.envs.incident.v2 import IncidentEnvV2
+from feedbackgym.protocol import task_key
 from feedbackgym.rollout import run_episodes
+
+VERSIONS = {1: IncidentEnv, 2: IncidentEnvV2}
+
+
+def _keys(env: IncidentEnv, seeds: range) -> set[str | None]:
+    keys = set()
+    for seed in seeds:
+        env.reset(seed=seed)
+        keys.add(task_key(env))
+    return keys
 
 
 def main() -> None:
@@ -24,7 +39,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--episodes", type=int, default=1000, help="expert and random episodes")
     parser.add_argument("--keys", type=int, default=100_000, help="train seeds for the count")
+    parser.add_argument("--version", type=int, default=2, choices=sorted(VERSIONS))
     args = parser.parse_args()
+    version = VERSIONS[args.version]
     print(
         "| preset | step limit | distinct train incidents (seeds) | distinct test (seeds) "
         "| test keys in train | expert success | expert steps median [p90, max] "
@@ -32,9 +49,9 @@ def main() -> None:
     )
     print("|---|---|---|---|---|---|---|---|")
     for difficulty in DIFFICULTIES:
-        train, test = IncidentEnv(difficulty), IncidentEnv(difficulty, split="test")
-        train_keys = {train.reset(seed=s)[1]["incident"] for s in range(args.keys)}
-        test_keys = {test.reset(seed=s)[1]["incident"] for s in range(args.keys // 10)}
+        train, test = version(difficulty), version(difficulty, split="test")
+        train_keys = _keys(train, range(args.keys))
+        test_keys = _keys(test, range(args.keys // 10))
         expert = list(run_episodes(test, "expert", args.episodes))
         random = [r.success for r in run_episodes(test, "random", args.episodes)]
         lengths = [r.length for r in expert]

@@ -317,8 +317,7 @@ def task_key(env: Any) -> str | None:
 
     Args:
         env: A Gymnasium env (through its wrappers) whose task env has a
-            ``task_key()`` method (OpsIncident-v2), or one that writes
-            ``info["incident"]`` (v0, v1: then ``None``; read its info).
+            ``task_key()`` method (OpsIncident v1 and v2); ``None`` for any other.
 
     Example:
         >>> import gymnasium as gym, feedbackgym

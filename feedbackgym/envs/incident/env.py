@@ -312,6 +312,13 @@ class IncidentEnv(SimulatorEnv[IncidentState]):
         self._require_episode()
         return self._mask.copy()
 
+    def task_key(self) -> str:
+        """The episode's incident key (fault types and roles included): the evaluator's side only.
+
+        Read it through :func:`feedbackgym.protocol.task_key`; never show it to the agent.
+        """
+        return self._require_episode()[0].incident
+
     @property
     def services(self) -> tuple[str, ...]:
         """This episode's service names, in slot order."""

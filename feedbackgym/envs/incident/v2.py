@@ -108,10 +108,6 @@ class IncidentEnvV2(IncidentEnv):
     """The task key whose opaque id :attr:`_task_id` holds (computed once an episode)."""
     _task_id = ""
 
-    def task_key(self) -> str:
-        """The episode's task key (fault types and roles included): the evaluator's side only."""
-        return self._require_episode()[0].incident
-
     @property
     def observed_targets(self) -> tuple[str, ...]:
         """Services that showed a symptom: an alert, an off reading, or a log line blaming them."""
