@@ -224,6 +224,7 @@ class EpisodeBuilder:
         config_version: int | None = None,
         config_changes: tuple[dict[str, Any], ...] = (),
         env_spec: str = "",
+        task_key: str = "",
     ) -> Episode:
         """Converts the steps to columns (read-only arrays); arguments as for :meth:`encode`.
 
@@ -237,6 +238,7 @@ class EpisodeBuilder:
                 config_version=config_version,
                 config_changes=config_changes,
                 env_spec=env_spec,
+                task_key=task_key,
             )
         )
 
@@ -248,6 +250,7 @@ class EpisodeBuilder:
         config_version: int | None = None,
         config_changes: tuple[dict[str, Any], ...] = (),
         env_spec: str = "",
+        task_key: str = "",
     ) -> EncodedEpisode:
         """Converts the steps to record bytes, for a store's :meth:`~.TrajectoryStore.add_encoded`.
 
@@ -257,6 +260,7 @@ class EpisodeBuilder:
             config_version: The feedback config version, or ``None``.
             config_changes: The config edits so far.
             env_spec: The env spec as JSON.
+            task_key: The task's structure, read on the evaluator's side.
 
         Raises:
             ValueError: The episode has no steps, more than :data:`MAX_SUBGOALS`
@@ -313,6 +317,7 @@ class EpisodeBuilder:
             config_changes=config_changes,
             env_spec=env_spec,
             subgoal_ids=subgoal_ids,
+            task_key=task_key,
         )
         return EncodedEpisode(meta, tuple(columns.schema), events, b"".join(columns.pieces))
 

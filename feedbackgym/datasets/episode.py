@@ -81,6 +81,10 @@ class EpisodeMeta:
             ``applied``, ``reason``).
         env_spec: The env spec as JSON (``""`` when the env has none).
         subgoal_ids: The subgoal ids, in the bit order of ``subgoals/done``.
+        task_key: The task's structure (OpsIncident: the incident key, fault
+            included), read on the evaluator's side at the episode's end
+            (:func:`feedbackgym.protocol.task_key`); ``""`` when the env has none.
+            The agent never saw it: count train/test overlap with it.
         shard: The writer that stored it (stamped by the store).
         episode: The episode number within its shard (stamped by the store).
     """
@@ -100,6 +104,7 @@ class EpisodeMeta:
     config_changes: tuple[dict[str, Any], ...] = ()
     env_spec: str = ""
     subgoal_ids: tuple[str, ...] = ()
+    task_key: str = ""
     shard: str = ""
     episode: int = -1
 

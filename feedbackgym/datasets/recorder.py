@@ -94,6 +94,7 @@ class EpisodeRecorder:
         config_version: int | None = None,
         config_changes: tuple[dict[str, Any], ...] = (),
         env_spec: str = "",
+        task_key: str = "",
     ) -> None:
         """Ends the running episode and adds it to the store.
 
@@ -115,6 +116,7 @@ class EpisodeRecorder:
             "config_version": config_version,
             "config_changes": config_changes,
             "env_spec": env_spec,
+            "task_key": task_key,
         }
         self.store._add_builder(builder, finish)
 

@@ -11,7 +11,7 @@ import gymnasium as gym
 from gymnasium import spaces
 
 from feedbackgym.datasets import EpisodeRecorder, TrajectoryStore
-from feedbackgym.protocol import FEEDBACK, FeedbackState
+from feedbackgym.protocol import FEEDBACK, FeedbackState, task_key
 from feedbackgym.wrappers.common import find_wrapper
 from feedbackgym.wrappers.schedule import FadeGuideToReview
 
@@ -165,6 +165,7 @@ class RecordTrajectories(
             config_version=state.config_version if state is not None else None,
             config_changes=state.config_changes if state is not None else (),
             env_spec=self._env_spec,
+            task_key=task_key(self.env) or "",
         )
 
     def _watch_phase(self, info: dict[str, Any]) -> None:

@@ -176,3 +176,22 @@ def test_vector_env_workers_write_shards_one_store_reads(store_path, vector):
     assert sorted((m.round, m.length) for m in metas) == [("0", 69)] * 2 + [("5", 69)] * 2
     assert not list(store_path.glob("*.log"))  # closed workers sealed their shards
     assert json.loads(metas[0].env_spec)["id"] == "feedbackgym/OpsIncidentEasy-v0"
+
+
+def test_the_store_keeps_the_task_key_the_agent_never_saw(store_path):
+    env = RecordTrajectories(gym.make("feedbackgym/OpsIncidentEasy-v2", split="test"), store_path)
+    keys = []
+    for seed in (3, 5):
+        _, info = env.reset(seed=seed)
+        keys.append(env.unwrapped.task_key())
+        assert "incident" not in info and keys[-1] not in str(info)
+        done = False
+        while not done:
+            *_, terminated, truncated, info = env.step(env.unwrapped.expert_action())
+            done = terminated or truncated
+            assert keys[-1] not in str(info)
+    env.close()
+    stored = TrajectoryStore(store_path)
+    assert [m.task_key for m in stored.episodes()] == keys
+    assert all(k.startswith("easy/") for k in keys)
+    assert TrajectoryStore(store_path).episodes()[0].seed == 3

@@ -295,6 +295,7 @@ def _index_columns(
         "config_changes": _refs(strings, [m.config_changes for m in metas]),
         "env_spec": np.array([strings.ref(m.env_spec) for m in metas], np.int32),
         "subgoal_ids": _refs(strings, [m.subgoal_ids for m in metas]),
+        "task_key": _text([m.task_key for m in metas]),
     }
 
 
@@ -380,6 +381,7 @@ def _entries(
             config_changes=tuple(json.loads(strings[index["config_changes"][i]])),
             env_spec=str(strings[index["env_spec"][i]]),
             subgoal_ids=tuple(json.loads(strings[index["subgoal_ids"][i]])),
+            task_key=index["task_key"][i].decode() if "task_key" in index else "",
             shard=index["shard"][i].decode(),
             episode=int(index["episode"][i]),
         )
