@@ -52,7 +52,9 @@ def main() -> None:
             cls = ENVS[version]
             start = time.perf_counter()
             o = count_overlap(
-                lambda split, cls=cls: cls(difficulty, split=split), range(n_train), range(n_test)
+                lambda split, cls=cls, d=difficulty: cls(d, split=split),
+                range(n_train),
+                range(n_test),
             )
             print(
                 f"| v{version} | {difficulty} | {n_train:,} | {n_test:,} "

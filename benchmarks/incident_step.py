@@ -54,7 +54,10 @@ def main() -> None:
     parser.add_argument("--obs-mode", default="vector", choices=("vector", "text", "both"))
     args = parser.parse_args()
     cartpole = steps_per_second(gym.make("CartPole-v1").unwrapped, args.seconds, args.repeats)
-    print(f"| env | steps/s | vs CartPole-v1 |\n|---|---|---|\n| CartPole-v1 | {cartpole:,.0f} | 1.00x |")
+    print(
+        "| env | steps/s | vs CartPole-v1 |\n|---|---|---|\n"
+        f"| CartPole-v1 | {cartpole:,.0f} | 1.00x |"
+    )
     rows = [("v2", d) for d in DIFFICULTIES] + [("v1", "easy"), ("v0", "easy")]
     failed = []
     for version, difficulty in rows:

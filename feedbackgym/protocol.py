@@ -93,7 +93,14 @@ task key: set ``FEEDBACKGYM_TASK_ID_KEY`` to key it with a secret of your own)."
 IS_SUCCESS = "is_success"
 """``info[IS_SUCCESS]``: the episode reached its goal (on its last step; SB3's key)."""
 
-REWARD_FIELDS: tuple[str, ...] = (ENV_REWARD, SHAPING_REWARD, EXPLORE_BONUS, SUBGOALS, OUTCOME, IS_SUCCESS)
+REWARD_FIELDS: tuple[str, ...] = (
+    ENV_REWARD,
+    SHAPING_REWARD,
+    EXPLORE_BONUS,
+    SUBGOALS,
+    OUTCOME,
+    IS_SUCCESS,
+)
 """The ``info`` keys that carry reward and its parts, which may depend on the hidden cause as a
 training signal does (subgoal progress flips when the agent reaches the root). The ids and the
 count of :data:`SUBGOALS` do not depend on it in OpsIncident-v2. A client that shows these

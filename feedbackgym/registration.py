@@ -81,7 +81,7 @@ _SPECS: list[dict[str, Any]] = [
             "entry_point": _INCIDENT_V2_ENTRY,
             "kwargs": {"difficulty": difficulty, "obs_mode": "vector", "split": "train"},
             "max_episode_steps": None,
-            "description": f"OpsIncident-v2 at {difficulty}: {what}; test systems never trained on.",
+            "description": f"OpsIncident-v2 at {difficulty}: {what}; new systems in split='test'.",
         }
         for difficulty, what in _INCIDENT_PRESETS
     ),

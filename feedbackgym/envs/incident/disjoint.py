@@ -69,7 +69,10 @@ def map_key(topology: Topology) -> str:
         >>> map_key(a) == map_key(Topology((0, 2, 3), ("lb", "web", "orders"), ((0, 2), (2, 3))))
         True
     """
-    roles = sorted(f"{name}:{SLOT_ROLES[slot]}" for slot, name in zip(topology.slots, topology.names))
+    roles = sorted(
+        f"{name}:{SLOT_ROLES[slot]}"
+        for slot, name in zip(topology.slots, topology.names, strict=True)
+    )
     edges = sorted(f"{topology.name_of(a)}>{topology.name_of(b)}" for a, b in topology.calls)
     return digest("|".join(roles) + "#" + "|".join(edges), 16)
 
@@ -87,8 +90,8 @@ def fix_of(fault: IncidentFault) -> str:
     """What fixes ``fault``: its mitigation, and ``+deploys`` when its deploy history is evidence.
 
     Example:
-        >>> from feedbackgym.envs.incident.scenario import IncidentFault
-        >>> fix_of(IncidentFault("memory_leak", 2, (0, 2))), fix_of(IncidentFault("disk_full", 9, (9,)))
+        >>> from feedbackgym.envs.incident.scenario import IncidentFault as F
+        >>> fix_of(F("memory_leak", 2, (0, 2))), fix_of(F("disk_full", 9, (9,)))
         ('rollback+deploys', 'clear_disk')
     """
     return fault.fault.mitigation + ("+deploys" if fault.fault.deploy else "")

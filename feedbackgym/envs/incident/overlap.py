@@ -4,7 +4,8 @@
 compares, per test seed, four keys of the hidden state (never read from
 ``info``):
 
-* the **service map** (names, roles, call edges: :func:`~feedbackgym.envs.incident.disjoint.map_key`),
+* the **service map** (names, roles, call edges:
+  :func:`~feedbackgym.envs.incident.disjoint.map_key`),
 * the **shape** (the role-labelled call graph up to isomorphism, names removed),
 * the **incident key** (fault types, roots, paths, misleading alerts),
 * the **solution key** (each fault replaced by what fixes it): a test

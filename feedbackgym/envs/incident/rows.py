@@ -9,7 +9,8 @@ observation shares memory with the env or with another observation.
 
 Example:
     >>> from gymnasium import spaces
-    >>> rows = ObservationRows(spaces.Dict({"a": spaces.MultiBinary(4), "t": spaces.Box(0, 1, (1,))}))
+    >>> space = spaces.Dict({"a": spaces.MultiBinary(4), "t": spaces.Box(0, 1, (1,))})
+    >>> rows = ObservationRows(space)
     >>> rows.field("a")[2] = 1
     >>> first = rows.observation()
     >>> rows.field("a")[0] = 1
@@ -37,25 +38,28 @@ class ObservationRows:
     """
 
     def __init__(self, space: spaces.Dict) -> None:
-        layout: dict[type, list[tuple[str, int, int]]] = {np.int8: [], np.float32: []}
-        ends = {np.int8: 0, np.float32: 0}
+        layout: dict[str, list[tuple[str, int, int]]] = {"int8": [], "float32": []}
         for key, field in space.spaces.items():
             if not isinstance(field, (spaces.MultiBinary, spaces.Box)):
                 continue
-            dtype = field.dtype.type if field.dtype is not None else None
+            dtype = str(field.dtype)
             if dtype not in layout:
                 raise TypeError(f"field {key!r} has dtype {field.dtype}; int8 or float32 only")
-            size = int(np.prod(field.shape))
-            layout[dtype].append((key, ends[dtype], ends[dtype] + size))
-            ends[dtype] += size
-        self._buffers = {dtype: np.zeros(end, dtype) for dtype, end in ends.items()}
-        self._slices = [
-            (key, dtype, slice(start, stop))
+            start = layout[dtype][-1][2] if layout[dtype] else 0
+            layout[dtype].append((key, start, start + int(np.prod(field.shape))))
+        self._buffers = {
+            dtype: np.zeros(fields[-1][2] if fields else 0, dtype)
             for dtype, fields in layout.items()
-            for key, start, stop in fields
-        ]
-        self._order = {key: i for i, key in enumerate(space.spaces)}
-        self._slices.sort(key=lambda entry: self._order[entry[0]])
+        }
+        order = {key: i for i, key in enumerate(space.spaces)}
+        self._slices = sorted(
+            (
+                (key, dtype, slice(start, stop))
+                for dtype, fields in layout.items()
+                for key, start, stop in fields
+            ),
+            key=lambda entry: order[entry[0]],
+        )
         self._fields = {key: self._buffers[dtype][s] for key, dtype, s in self._slices}
 
     def field(self, key: str) -> np.ndarray:

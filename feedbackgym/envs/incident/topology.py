@@ -189,7 +189,7 @@ def _refine(
         ins[index[b]].append(index[a])
         outs[index[a]].append(index[b])
     current = [labels[s] for s in slots]
-    neighbours = list(zip(range(len(slots)), ins, outs))
+    neighbours = list(zip(range(len(slots)), ins, outs, strict=True))
     for _ in range(rounds):
         current = [
             digest(
@@ -214,7 +214,8 @@ def _canonical(
     calls: tuple[tuple[int, int], ...], slots: tuple[int, ...], labels: tuple[str, ...]
 ) -> str:
     """:func:`canonical` of a call graph and its slots' labels (the same graphs recur often)."""
-    final = dict(zip(slots, _refine(calls, slots, dict(zip(slots, labels)), 3)))
+    labelled = dict(zip(slots, labels, strict=True))
+    final = dict(zip(slots, _refine(calls, slots, labelled, 3), strict=True))
     nodes = sorted(final.values())
     edges = sorted(f"{final[a]}>{final[b]}" for a, b in calls)
     return digest("|".join(nodes) + "#" + "|".join(edges), 16)

@@ -56,8 +56,9 @@ def opaque_task_id(key: str) -> str:
     test guesses of the key against the id.
 
     Example:
-        >>> opaque_task_id("easy/disk_full@database/0") == opaque_task_id("easy/disk_full@database/0")
-        True
+        >>> key = "easy/disk_full@database/0"
+        >>> opaque_task_id(key) == opaque_task_id(key), key in opaque_task_id(key)
+        (True, False)
     """
     secret = os.environ.get(TASK_ID_KEY_VARIABLE, "").encode() or _DEFAULT_TASK_ID_KEY
     return hmac.new(secret, key.encode(), hashlib.sha256).hexdigest()[:16]

@@ -1,4 +1,4 @@
-"""OpsIncident-v2: disjoint systems and solutions, an opaque task id, nothing in info to read off."""
+"""OpsIncident-v2: disjoint systems and solutions, an opaque task id, nothing in info to read."""
 
 from __future__ import annotations
 
@@ -31,7 +31,9 @@ def test_no_test_map_incident_or_solution_occurs_in_training(difficulty):
 
 
 def test_the_same_count_finds_v1s_shared_maps_and_solution_twins():
-    overlap = count_overlap(lambda split: IncidentEnv("easy", split=split), range(2_000), range(300))
+    overlap = count_overlap(
+        lambda split: IncidentEnv("easy", split=split), range(2_000), range(300)
+    )
     assert overlap.share("maps_shared") > 0.8 and overlap.share("solution_twins") > 0.05
 
 
