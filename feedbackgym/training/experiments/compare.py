@@ -35,6 +35,7 @@ from feedbackgym.schedules import ARMS, TWO_PHASE_ARMS
 from feedbackgym.training.common.run_files import read_state
 from feedbackgym.training.common.run_settings import RunConfig
 from feedbackgym.training.experiments.report import write_report
+from feedbackgym.training.experiments.task_overlap import validation_overlap
 
 if TYPE_CHECKING:
     from feedbackgym.training.experiments.ray_runs import RayOptions
@@ -282,11 +283,14 @@ def run_comparison(
     if show_progress:
         for line in _alert_lines(runs):
             print(line, file=sys.stderr)
+    base = config.base
+    overlap = validation_overlap(base.env_id, base.env_kwargs, base.eval_episodes)
     return write_report(
         out,
         runs,
         title=f"{config.env_id}: {config.seeds} seeds per arm",
         planned_switch=config.planned_switch(),
+        notes=[] if overlap is None else [overlap],
     )
 
 
