@@ -46,6 +46,7 @@ __all__ = [
     "IS_SUCCESS",
     "REWARD_FIELDS",
     "TASK_ID",
+    "TASK_ID_KEY_VARIABLE",
     "TASK_KEY",
     "OUTCOME",
     "SET_FEEDBACK_STATE",
@@ -107,6 +108,9 @@ count of :data:`SUBGOALS` do not depend on it in OpsIncident-v2. A client that s
 fields to a model hands it part of the answer."""
 ANSWER_KEYS: tuple[str, ...] = (INCIDENT,)
 """``info`` keys that name a task's hidden structure: ``serve-env`` never sends them."""
+TASK_ID_KEY_VARIABLE = "FEEDBACKGYM_TASK_ID_KEY"
+"""The environment variable whose value keys the :data:`TASK_ID` digest (a public default when
+unset; ``serve-env`` sets a random one per server unless it is set)."""
 TASK_KEY = "task_key"
 """The evaluator-side env method that returns a task's structure (see :func:`task_key`)."""
 

@@ -9,16 +9,21 @@ Usage::
 One env with the arm's feedback stack per WebSocket session
 (:mod:`feedbackgym.serving`), served by the ``openenv`` package's server. It
 prints ``listening on http://HOST:PORT`` and serves until SIGTERM or Ctrl-C.
-Needs the ``server`` extra.
+Needs the ``server`` extra. Task ids (OpsIncident-v2's ``info["task_id"]``)
+are keyed by a random secret of the server's unless ``FEEDBACKGYM_TASK_ID_KEY``
+is set, so no client can test guesses of a task's structure against its id.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import secrets
 from typing import Any
 
 from feedbackgym.cli._helpers import add_kwarg_option, make_env, parse_kwargs, positive_int
 from feedbackgym.core import DEFAULT_HINT_LEVEL, HINT_LEVELS
+from feedbackgym.protocol import TASK_ID_KEY_VARIABLE
 from feedbackgym.schedules import ARMS
 from feedbackgym.serving.settings import DEFAULT_SERVE_ARM
 
@@ -78,6 +83,8 @@ def _cmd_serve_env(args: argparse.Namespace) -> int:
     from feedbackgym.serving.settings import ServeSettings
 
     kwargs = parse_kwargs(args.kwarg)
+    # task ids keyed by a secret of this server's: no client can test guesses of a task's key
+    os.environ.setdefault(TASK_ID_KEY_VARIABLE, secrets.token_hex(16))
     make_env(args.env, {"obs_mode": "text", **kwargs}).close()  # a bad id or keyword: one line
     settings = ServeSettings(
         args.env,

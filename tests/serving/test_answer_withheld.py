@@ -27,14 +27,19 @@ def _readable(info: dict) -> str:
 
 def test_thirty_test_episodes_over_the_wire_name_no_fault_and_no_root():
     local = gym.make(ENV, obs_mode="text", split="test")
-    library = None
+    library, ids = None, {}
     with env_server(ENV, "--kwarg", "split=test", "--idle-timeout", "120") as url:
         with connect(ws_url(url)) as ws:
             for seed in range(30):
-                local.reset(seed=seed)
+                _, local_info = local.reset(seed=seed)
                 state = local.unwrapped.state
                 forbidden = WORDS | {state.name(f.root) for f in state.faults}
                 reply = send(ws, {"type": "reset", "data": {"seed": seed}})["data"]
+                served_id = reply["observation"]["info"][TASK_ID]
+                # keyed by the server's own secret: a client cannot test guesses against it
+                assert served_id != local_info[TASK_ID]
+                ids.setdefault(local_info[TASK_ID], served_id)
+                assert ids[local_info[TASK_ID]] == served_id  # the same task, the same id
                 done, steps = False, 0
                 while True:
                     info = reply["observation"]["info"]

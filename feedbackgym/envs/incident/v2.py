@@ -38,12 +38,10 @@ from feedbackgym.envs.incident.env import IncidentEnv
 from feedbackgym.envs.incident.scenario import IncidentState
 from feedbackgym.envs.incident.subgoals import build_subgoals
 from feedbackgym.envs.ops.env import incident_info
-from feedbackgym.protocol import TASK_ID
+from feedbackgym.protocol import TASK_ID, TASK_ID_KEY_VARIABLE
 
-__all__ = ["TASK_ID_KEY_VARIABLE", "IncidentEnvV2", "opaque_task_id"]
+__all__ = ["IncidentEnvV2", "opaque_task_id"]
 
-TASK_ID_KEY_VARIABLE = "FEEDBACKGYM_TASK_ID_KEY"
-"""The environment variable whose value keys the task ids (a default key when unset)."""
 _DEFAULT_TASK_ID_KEY = b"feedbackgym/OpsIncident-v2 task id"
 
 
@@ -51,9 +49,10 @@ def opaque_task_id(key: str) -> str:
     """A task key's opaque id: 16 hex digits of an HMAC of it.
 
     Equal for two tasks exactly when their keys are equal (up to a 64-bit
-    collision). Keyed by ``$FEEDBACKGYM_TASK_ID_KEY`` when set: an evaluator
-    who serves the env to agents it does not trust sets it, so no client can
-    test guesses of the key against the id.
+    collision). Keyed by ``$FEEDBACKGYM_TASK_ID_KEY`` when set (``serve-env``
+    sets a random one per server), so that no client can test guesses of the
+    key against the id; with the public default, ids are the same in every
+    process, which datasets compared across machines need.
 
     Example:
         >>> key = "easy/disk_full@database/0"
