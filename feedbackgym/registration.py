@@ -48,42 +48,44 @@ _SPECS: list[dict[str, Any]] = [
             ("hard", "two interacting faults plus misleading alerts"),
         )
     ),
-    {
-        "id": "feedbackgym/OpsIncident-v1",
-        "entry_point": _INCIDENT_ENTRY,
-        "kwargs": {"difficulty": "medium", "obs_mode": "vector", "split": "train"},
-        "max_episode_steps": None,
-        "description": "Procedural incidents in drawn topologies, held-out compositions in "
-        "split='test' (kwargs: difficulty easy|medium|hard|extreme, split train|test, "
-        "obs_mode, knobs such as faults=, max_hops=); the preset sets the step limit.",
-    },
     *(
-        {
-            "id": f"feedbackgym/OpsIncident{difficulty.title()}-v1",
-            "entry_point": _INCIDENT_ENTRY,
-            "kwargs": {"difficulty": difficulty, "obs_mode": "vector", "split": "train"},
-            "max_episode_steps": None,
-            "description": f"OpsIncident-v1 at {difficulty}: {what}.",
-        }
-        for difficulty, what in _INCIDENT_PRESETS
-    ),
-    {
-        "id": "feedbackgym/OpsIncident-v2",
-        "entry_point": _INCIDENT_V2_ENTRY,
-        "kwargs": {"difficulty": "medium", "obs_mode": "vector", "split": "train"},
-        "max_episode_steps": None,
-        "description": "OpsIncident-v1's incidents with a test split of new systems and new "
-        "solutions and an opaque task id (kwargs as v1's).",
-    },
-    *(
-        {
-            "id": f"feedbackgym/OpsIncident{difficulty.title()}-v2",
-            "entry_point": _INCIDENT_V2_ENTRY,
-            "kwargs": {"difficulty": difficulty, "obs_mode": "vector", "split": "train"},
-            "max_episode_steps": None,
-            "description": f"OpsIncident-v2 at {difficulty}: {what}; new systems in split='test'.",
-        }
-        for difficulty, what in _INCIDENT_PRESETS
+        spec
+        for version, entry, description, suffix in (
+            (
+                "v1",
+                _INCIDENT_ENTRY,
+                "Procedural incidents in drawn topologies, held-out compositions in "
+                "split='test' (kwargs: difficulty easy|medium|hard|extreme, split train|test, "
+                "obs_mode, knobs such as faults=, max_hops=); the preset sets the step limit.",
+                "",
+            ),
+            (
+                "v2",
+                _INCIDENT_V2_ENTRY,
+                "OpsIncident-v1's incidents with a test split of new systems and new "
+                "solutions and an opaque task id (kwargs as v1's).",
+                "; new systems in split='test'",
+            ),
+        )
+        for spec in (
+            {
+                "id": f"feedbackgym/OpsIncident-{version}",
+                "entry_point": entry,
+                "kwargs": {"difficulty": "medium", "obs_mode": "vector", "split": "train"},
+                "max_episode_steps": None,
+                "description": description,
+            },
+            *(
+                {
+                    "id": f"feedbackgym/OpsIncident{difficulty.title()}-{version}",
+                    "entry_point": entry,
+                    "kwargs": {"difficulty": difficulty, "obs_mode": "vector", "split": "train"},
+                    "max_episode_steps": None,
+                    "description": f"OpsIncident-{version} at {difficulty}: {what}{suffix}.",
+                }
+                for difficulty, what in _INCIDENT_PRESETS
+            ),
+        )
     ),
     {
         "id": "feedbackgym/CodeFix-v0",
