@@ -207,22 +207,12 @@ class IncidentEnv(SimulatorEnv[IncidentState]):
         self._set_observation_space(vector, text_space(MAX_TEXT_LENGTH))
         self._rows = ObservationRows(vector)
         """The vector observation's fields, written in place as the episode goes."""
-        rows = self._rows.field
-        self._actions_taken = rows("actions_taken")
-        self._findings = {
-            "metrics": rows("metrics").reshape(n, len(METRICS)),
-            "logs": rows("logs").reshape(n, len(LOG_SIGNALS)),
-            "deploys": rows("deploys").reshape(n, 2),
-            "log_pointers": rows("log_pointers").reshape(n, n),
-            "inspected": rows("inspected").reshape(n, len(INSPECTIONS)),
-        }
-        """Per-position rows of what the agent has found, updated by each inspection."""
+        self._bind_rows()
         self._meanings: tuple[str, ...] | None = None
         self._by_meaning: dict[str, int] | None = None
         self._table_positions = np.array([-1 if p is None else p for _, p in self._table])
         """Each action's service position (-1: a global action), for the mask."""
         self._seen_at = np.zeros(n, np.float32)
-        self._alerting = rows("alerts")
         self._position_of = np.zeros(N_SLOTS, np.int64)
         self._slots = np.zeros(0, np.int64)
         self._slot_list: tuple[int, ...] = ()
@@ -235,6 +225,25 @@ class IncidentEnv(SimulatorEnv[IncidentState]):
         marks the positions of the services a hint names; see :meth:`target_index`)."""
         self.max_subgoals = 32
         """The longest subgoal library a preset builds (the guide's vector size)."""
+
+    def _bind_rows(self) -> None:
+        """Names the views of :attr:`_rows` that the episode writes into."""
+        n, rows = self.positions, self._rows.field
+        self._actions_taken = rows("actions_taken")
+        self._alerting = rows("alerts")
+        self._findings = {
+            "metrics": rows("metrics").reshape(n, len(METRICS)),
+            "logs": rows("logs").reshape(n, len(LOG_SIGNALS)),
+            "deploys": rows("deploys").reshape(n, 2),
+            "log_pointers": rows("log_pointers").reshape(n, n),
+            "inspected": rows("inspected").reshape(n, len(INSPECTIONS)),
+        }
+        """Per-position rows of what the agent has found, updated by each inspection."""
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Unpickles the env, its row views bound to its own buffers again."""
+        self.__dict__.update(state)
+        self._bind_rows()
 
     # --- Gymnasium API ---------------------------------------------------------------------
 

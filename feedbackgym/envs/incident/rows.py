@@ -5,7 +5,8 @@ things change (a row per inspection, the alerts per step), and
 :meth:`ObservationRows.observation` hands out a fresh observation with two
 copies (one per dtype) and a view per field, instead of a copy per field.
 The fields of one observation share its two buffers but never overlap, and no
-observation shares memory with the env or with another observation.
+observation shares memory with the env or with another observation. A pickled or
+deep-copied one rebuilds its fields as views of its own buffers.
 
 Example:
     >>> from gymnasium import spaces
@@ -60,7 +61,18 @@ class ObservationRows:
             ),
             key=lambda entry: order[entry[0]],
         )
-        self._fields = {key: self._buffers[dtype][s] for key, dtype, s in self._slices}
+        self._fields = self._views()
+
+    def _views(self) -> dict[str, np.ndarray]:
+        return {key: self._buffers[dtype][s] for key, dtype, s in self._slices}
+
+    def __getstate__(self) -> dict[str, object]:
+        return {"_buffers": self._buffers, "_slices": self._slices}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        """Restores the buffers, then the fields as views of them (a pickle copies views apart)."""
+        self.__dict__.update(state)
+        self._fields = self._views()
 
     def field(self, key: str) -> np.ndarray:
         """The env's own (flat) storage of ``key``: write into it; reshape it for rows."""
