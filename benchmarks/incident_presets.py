@@ -7,9 +7,9 @@ published table), measured in this run::
 
 ``--keys`` train-split seeds are drawn for the count of distinct incidents
 (their task keys, read on the evaluator's side through
-:func:`feedbackgym.protocol.task_key`), and a tenth as many test-split seeds,
-whose keys must not occur among the train keys (the overlap column). Expert
-and random play run on the test split.
+:func:`feedbackgym.protocol.task_key`, as ``compare`` reads them), and a
+tenth as many test-split seeds, whose keys must not occur among the train
+keys (the overlap column). Expert and random play run on the test split.
 """
 
 from __future__ import annotations
@@ -20,18 +20,10 @@ import numpy as np
 
 from feedbackgym.envs.incident import DIFFICULTIES, IncidentEnv
 from feedbackgym.envs.incident.v2 import IncidentEnvV2
-from feedbackgym.protocol import task_key
 from feedbackgym.rollout import run_episodes
+from feedbackgym.training.experiments.task_overlap import task_keys
 
 VERSIONS = {1: IncidentEnv, 2: IncidentEnvV2}
-
-
-def _keys(env: IncidentEnv, seeds: range) -> set[str | None]:
-    keys = set()
-    for seed in seeds:
-        env.reset(seed=seed)
-        keys.add(task_key(env))
-    return keys
 
 
 def main() -> None:
@@ -50,8 +42,8 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|")
     for difficulty in DIFFICULTIES:
         train, test = version(difficulty), version(difficulty, split="test")
-        train_keys = _keys(train, range(args.keys))
-        test_keys = _keys(test, range(args.keys // 10))
+        train_keys = set(task_keys(train, range(args.keys)))
+        test_keys = set(task_keys(test, range(args.keys // 10)))
         expert = list(run_episodes(test, "expert", args.episodes))
         random = [r.success for r in run_episodes(test, "random", args.episodes)]
         lengths = [r.length for r in expert]

@@ -337,10 +337,5 @@ def task_key(env: Any) -> str | None:
         >>> task_key(env).startswith("easy/"), "incident" in info, len(info["task_id"])
         (True, False, 16)
     """
-    try:
-        method = env.get_wrapper_attr(TASK_KEY) if hasattr(env, "get_wrapper_attr") else None
-    except AttributeError:
-        method = None
-    if method is None:
-        method = getattr(getattr(env, "unwrapped", env), TASK_KEY, None)
+    method = getattr(getattr(env, "unwrapped", env), TASK_KEY, None)
     return None if method is None else str(method())

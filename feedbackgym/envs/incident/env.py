@@ -304,8 +304,8 @@ class IncidentEnv(SimulatorEnv[IncidentState]):
 
     def parse_action(self, action: int | str) -> int:
         """Turns an index or text into a valid action index (see ``## Action Space``)."""
-        if isinstance(action, (int, np.integer)) and 0 <= action < len(self._table):
-            return int(action)
+        if type(action) is int and 0 <= action < len(self._table):  # the common case, at once
+            return action
         names = self._state.topology.names if self._state is not None else ()
         if self._by_meaning is None:  # built at the first text action of an episode
             live = len(self._slots)
@@ -382,14 +382,13 @@ class IncidentEnv(SimulatorEnv[IncidentState]):
         self._position_names = tuple(position_name(topology.names, p) for p in range(n))
         live = len(topology.slots)
         self._mask = self._table_positions < live
-        position = {slot: p for p, slot in enumerate(topology.slots)}
         self._rows.clear()
         self._rows.field("present")[:live] = 1
         roles = self._rows.field("roles").reshape(n, len(ROLES))
         roles[np.arange(live), [ROLES.index(SLOT_ROLES[s]) for s in topology.slots]] = 1
         calls = self._rows.field("calls").reshape(n, n)
         for a, b in topology.calls:
-            calls[position[a], position[b]] = 1
+            calls[self._position_of[a], self._position_of[b]] = 1
         self._seen_at.fill(-np.inf)
         if state.evidence:  # a restored snapshot: copy what was found before it
             for p in range(live):
@@ -405,7 +404,7 @@ class IncidentEnv(SimulatorEnv[IncidentState]):
 
     def _copy_findings(self, position: int) -> None:
         """Copies what the agent has found about the service at ``position`` into the rows."""
-        state, slot, rows = self._state, int(self._slots[position]), self._findings
+        state, slot, rows = self._state, self._slot_list[position], self._findings
         assert state is not None
         rows["metrics"][position] = state.metrics_seen[slot]
         rows["logs"][position] = state.logs_seen[slot]

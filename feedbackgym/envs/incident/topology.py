@@ -174,9 +174,9 @@ def _names(slots: Iterable[int], rng: np.random.Generator) -> list[str]:
 
 
 def _refine(
-    calls: tuple[tuple[int, int], ...], slots: tuple[int, ...], labels: dict[int, str], rounds: int
+    calls: tuple[tuple[int, int], ...], slots: tuple[int, ...], labels: tuple[str, ...], rounds: int
 ) -> list[str]:
-    """Weisfeiler-Lehman refinement of per-slot ``labels`` over the call edges, in slot order.
+    """Weisfeiler-Lehman refinement of the slots' ``labels`` (in slot order) over the call edges.
 
     Each round a slot's label becomes a digest of its label and the sorted
     labels of its callers and callees, so the result does not depend on which
@@ -188,7 +188,7 @@ def _refine(
     for a, b in calls:
         ins[index[b]].append(index[a])
         outs[index[a]].append(index[b])
-    current = [labels[s] for s in slots]
+    current = list(labels)
     neighbours = list(zip(range(len(slots)), ins, outs, strict=True))
     for _ in range(rounds):
         current = [
@@ -214,8 +214,7 @@ def _canonical(
     calls: tuple[tuple[int, int], ...], slots: tuple[int, ...], labels: tuple[str, ...]
 ) -> str:
     """:func:`canonical` of a call graph and its slots' labels (the same graphs recur often)."""
-    labelled = dict(zip(slots, labels, strict=True))
-    final = dict(zip(slots, _refine(calls, slots, labelled, 3), strict=True))
+    final = dict(zip(slots, _refine(calls, slots, labels, 3), strict=True))
     nodes = sorted(final.values())
     edges = sorted(f"{final[a]}>{final[b]}" for a, b in calls)
     return digest("|".join(nodes) + "#" + "|".join(edges), 16)
@@ -223,7 +222,7 @@ def _canonical(
 
 def shape_key(topology: Topology) -> str:
     """The topology's shape: roles and call edges, up to names and same-role slot order."""
-    return _canonical(topology.calls, topology.slots, tuple(SLOT_ROLES[s] for s in topology.slots))
+    return canonical(topology, {s: SLOT_ROLES[s] for s in topology.slots})
 
 
 def paths_to(topology: Topology, target: int) -> list[tuple[int, ...]]:

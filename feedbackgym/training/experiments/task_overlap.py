@@ -28,13 +28,14 @@ from feedbackgym.protocol import task_key
 from feedbackgym.registration import evaluation_kwargs, has_splits
 from feedbackgym.training.common.validation import validation_seeds
 
-__all__ = ["TRAIN_SEEDS", "validation_overlap"]
+__all__ = ["TRAIN_SEEDS", "task_keys", "validation_overlap"]
 
 TRAIN_SEEDS = 2_000
 """Training seeds whose tasks the validation tasks are compared with."""
 
 
-def _keys(env: gym.Env[Any, Any], seeds: Iterable[int]) -> list[str | None]:
+def task_keys(env: gym.Env[Any, Any], seeds: Iterable[int]) -> list[str | None]:
+    """The task key of each seed's reset of ``env`` (``None`` for an env without keys)."""
     keys = []
     for seed in seeds:
         env.reset(seed=seed)
@@ -57,9 +58,10 @@ def validation_overlap(
     creator = load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
     if not hasattr(creator, "task_key"):
         return None  # nothing to count: no env is made (a browser, a sandbox)
-    evaluation = gym.make(env_id, **evaluation_kwargs(env_id, env_kwargs))
+    held_kwargs = evaluation_kwargs(env_id, env_kwargs)
+    evaluation = gym.make(env_id, **held_kwargs)
     try:
-        held = _keys(evaluation, validation_seeds(evaluation, episodes))
+        held = task_keys(evaluation, validation_seeds(evaluation, episodes))
     finally:
         evaluation.close()
     if None in held:
@@ -67,10 +69,10 @@ def validation_overlap(
     train_kwargs = {**env_kwargs, "split": "train"} if has_splits(env_id) else env_kwargs
     training = gym.make(env_id, **train_kwargs)
     try:
-        trained = set(_keys(training, range(train_seeds)))
+        trained = set(task_keys(training, range(train_seeds)))
     finally:
         training.close()
-    split = evaluation_kwargs(env_id, env_kwargs).get("split", "held-out seeds")
+    split = held_kwargs.get("split", "held-out seeds")
     return (
         f"{len(held)} validation seeds (split {split}): {len(set(held))} distinct tasks, "
         f"{len(set(held) & trained)} of them among the {len(trained):,} train tasks of the "

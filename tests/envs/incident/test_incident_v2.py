@@ -15,6 +15,7 @@ from feedbackgym.envs.incident.catalog import FAULTS
 from feedbackgym.envs.incident.disjoint import map_key, map_split, solution_split
 from feedbackgym.envs.incident.overlap import count_overlap
 from feedbackgym.envs.incident.v2 import IncidentEnvV2
+from feedbackgym.errors import InvalidAction
 from feedbackgym.protocol import FEEDBACK, REWARD_FIELDS, SUBGOALS, TASK_ID, task_key
 from feedbackgym.rollout import run_episodes
 
@@ -136,3 +137,8 @@ def test_bad_arguments_are_named():
         IncidentEnvV2("easy", split="validation")
     with pytest.raises(ValueError, match="unknown OpsIncident"):
         IncidentEnvV2("easy", hops=3)
+    env = IncidentEnvV2("easy")
+    env.reset(seed=0)
+    for action in (True, 1.0, env.action_space.n, -1):  # a boolean is no index
+        with pytest.raises(InvalidAction):
+            env.step(action)
