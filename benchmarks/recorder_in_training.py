@@ -33,7 +33,7 @@ import numpy as np
 from feedbackgym.config import FeedbackConfig
 from feedbackgym.datasets import TrajectoryStore
 from feedbackgym.training.common.arms import arm_config
-from feedbackgym.training.torch_ppo.trainer_view import trainer_env
+from feedbackgym.training.common.trainer_view import trainer_env
 from feedbackgym.training.workers.env_groups import EnvWorkers
 
 ENV_ID = "feedbackgym/OpsIncidentHard-v0"

@@ -3,7 +3,7 @@
 Every env is the same stack: the web env, a wrapper that plays the env's own
 expert whatever action it is given (so every step acts in the browser and no
 action crosses a pipe for the policy), and the torch trainer's
-:class:`~feedbackgym.training.torch_ppo.trainer_view.TrainerView` (one flat observation). Rows:
+:class:`~feedbackgym.training.common.trainer_view.TrainerView` (one flat observation). Rows:
 
 * ``1 env``: stepped in this process (its own Chromium);
 * ``4 envs, AsyncVectorEnv``: Gymnasium's vector env in worker processes
@@ -50,7 +50,7 @@ import numpy as np
 
 import feedbackgym
 from feedbackgym.envs.web.executable import CHROMIUM_ENV, DEFAULT_CHROMIUM, HEADLESS_SHELL
-from feedbackgym.training.torch_ppo.trainer_view import TrainerView
+from feedbackgym.training.common.trainer_view import TrainerView
 from feedbackgym.training.workers.env_groups import EnvWorkers
 
 gym.register_envs(feedbackgym)

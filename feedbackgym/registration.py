@@ -7,6 +7,7 @@ and vector envs all work. Called once from ``feedbackgym/__init__.py``.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from gymnasium.envs.registration import register, registry
@@ -179,3 +180,33 @@ def evaluation_kwargs(env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     if has_splits(env_id) and "split" not in kwargs:
         return {**kwargs, "split": "test"}
     return dict(kwargs)
+
+
+def env_class(env_id: str) -> Any:
+    """The class (or factory) a registered id builds, imported but not built.
+
+    Example:
+        >>> register_envs()
+        >>> env_class("feedbackgym/OpsIncidentEasy-v2").__name__
+        'IncidentEnvV2'
+    """
+    entry = registered(env_id).entry_point
+    if isinstance(entry, str):
+        module, _, name = entry.partition(":")
+        entry = getattr(importlib.import_module(module), name)
+    return entry
+
+
+def declares_entity_view(env_id: str) -> bool:
+    """Whether the registered env declares an entity view (the entity policy's default).
+
+    Example:
+        >>> register_envs()
+        >>> declares_entity_view("feedbackgym/OpsIncidentEasy-v2")
+        True
+        >>> declares_entity_view("feedbackgym/OpsIncidentEasy-v0")
+        False
+    """
+    from feedbackgym.entity_view import ENTITY_VIEW
+
+    return hasattr(env_class(env_id), ENTITY_VIEW)

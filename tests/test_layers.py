@@ -23,6 +23,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "feedbackgym._process",
         "feedbackgym.config",
         "feedbackgym.core",
+        "feedbackgym.entity_view",
         "feedbackgym.errors",
         "feedbackgym.protocol",
         "feedbackgym.registration",

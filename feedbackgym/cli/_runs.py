@@ -9,7 +9,7 @@ from typing import Any
 from feedbackgym.cli._helpers import fraction, parse_kwargs, positive_int
 from feedbackgym.config import ExploreConfig, RelianceConfig
 from feedbackgym.core import HINT_LEVELS
-from feedbackgym.training.common.trainer_names import DEFAULT_TRAINER, TRAINERS
+from feedbackgym.training.common.trainer_names import DEFAULT_TRAINER, POLICIES, TRAINERS
 from feedbackgym.training.common.update_presets import (
     DEFAULT_PRESET,
     UPDATE_PRESETS,
@@ -32,6 +32,13 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "--trainer",
         choices=TRAINERS,
         help=f"the torch trainer or SB3's PPO (default {DEFAULT_TRAINER})",
+    )
+    parser.add_argument(
+        "--policy",
+        choices=POLICIES,
+        help="entity: attention over the env's entities, a pointer head and action masks (SB3: "
+        "MaskablePPO); mlp: an MLP over the flat observation (default: entity where the env "
+        "declares an entity view, as OpsIncident-v1 and v2 do; else mlp)",
     )
     parser.add_argument("--device", help="auto (CUDA when present), cuda or cpu (default auto)")
     parser.add_argument(
@@ -237,6 +244,7 @@ def run_settings(
         "time_limit_terminal": args.time_limit_terminal,
         "review_credit": args.review_credit,
         "trainer": args.trainer,
+        "policy": args.policy,
         "device": args.device,
         "env_workers": args.env_workers,
         "env_backend": args.env_backend,

@@ -8,6 +8,7 @@ import numpy as np
 from gymnasium import spaces
 
 from feedbackgym.core import Subgoal, SubgoalTracker
+from feedbackgym.entity_view import EntityView
 from feedbackgym.envs.base import SimulatorEnv, text_space, validation_seed_blocks
 from feedbackgym.envs.incident.actions import (
     action_table,
@@ -354,6 +355,35 @@ class IncidentEnv(SimulatorEnv[IncidentState]):
         if state is None or name not in state.topology.names:
             return None
         return state.topology.names.index(name)
+
+    @property
+    def entity_view(self) -> EntityView:
+        """The observation as services: per-service rows, the call and blame graphs, globals.
+
+        Every per-service key is an entity key; ``calls`` and ``log_pointers``
+        are relations; ``budget``, ``time``, ``last_result`` and the three
+        global columns of ``actions_taken`` are global. Action ``p * 11 + v``
+        is verb ``v`` on position ``p`` (:mod:`~.actions`).
+        """
+        n = self.positions
+        return EntityView(
+            count=n,
+            present="present",
+            entities={
+                "present": 1,
+                "roles": len(ROLES),
+                "alerts": 1,
+                "metrics": len(METRICS),
+                "metrics_age": 1,
+                "logs": len(LOG_SIGNALS),
+                "deploys": 2,
+                "inspected": len(INSPECTIONS),
+                "actions_taken": len(SERVICE_KINDS),
+            },
+            relations=("calls", "log_pointers"),
+            entity_actions=len(SERVICE_KINDS),
+            global_actions=len(GLOBAL_KINDS),
+        )
 
     @property
     def validation_seeds(self) -> tuple[int, ...]:

@@ -18,7 +18,13 @@ from feedbackgym.config import FeedbackConfig
 from feedbackgym.registration import evaluation_kwargs
 from feedbackgym.training.common.arms import ArmFeedback, checked_keep_checkpoints, rounds_for
 from feedbackgym.training.common.run_files import read_state, write_state
-from feedbackgym.training.common.trainer_names import DEFAULT_TRAINER, TRAINERS
+from feedbackgym.training.common.trainer_names import (
+    DEFAULT_NET_ARCH,
+    DEFAULT_TRAINER,
+    TRAINERS,
+    default_net_arch,
+    resolve_policy,
+)
 from feedbackgym.training.common.update_presets import DEFAULT_PRESET, UPDATE_PRESETS
 from feedbackgym.training.workers.env_groups import check_env_backend
 from feedbackgym.wrappers.stack import make
@@ -37,9 +43,6 @@ __all__ = [
 
 _DEFAULT = UPDATE_PRESETS[DEFAULT_PRESET]
 """Where a run's rollout and update settings come from unless given."""
-
-DEFAULT_NET_ARCH = (128, 128)
-"""Hidden layers of the policy and value networks that runs train by default."""
 
 RESUMABLE_CHANGES = frozenset(
     {
@@ -91,7 +94,13 @@ class RunConfig(ArmFeedback):
             rather than bootstrapping its value (see
             :class:`~feedbackgym.training.sb3.vec_wrappers.TimeLimitAsTerminal`).
         ent_coef: PPO's entropy coefficient.
-        net_arch: Hidden layer sizes of the policy and value networks.
+        net_arch: Hidden layer sizes of the policy and value networks (the entity
+            policy: its embedding width is the first); ``None``: the policy's
+            default (:data:`~.trainer_names.DEFAULT_NET_ARCH`). Stored resolved.
+        policy: ``"entity"`` (attention over the env's entities with a pointer head
+            and action masks; SB3: ``MaskablePPO``) or ``"mlp"`` (over the flat
+            observation); ``None``: ``entity`` where the env declares an entity
+            view, else ``mlp`` (:func:`~.trainer_names.resolve_policy`). Stored resolved.
         feedback: The feedback config the arm's preset goes on (its
             ``shaping.gamma`` is also PPO's discount, so the two match).
         feedback_file: A YAML/TOML feedback config file to follow instead of
@@ -152,7 +161,8 @@ class RunConfig(ArmFeedback):
     anneal_lr: bool = False
     time_limit_terminal: bool = False
     ent_coef: float = 0.01
-    net_arch: list[int] = field(default_factory=lambda: list(DEFAULT_NET_ARCH))
+    net_arch: list[int] | None = None
+    policy: str | None = None
     feedback: FeedbackConfig = field(default_factory=FeedbackConfig)
     feedback_file: str | None = None
     feedback_overrides: dict[str, Any] = field(default_factory=dict)
@@ -177,6 +187,9 @@ class RunConfig(ArmFeedback):
             )
         if self.trainer not in TRAINERS:
             raise ValueError(f"trainer must be one of {', '.join(TRAINERS)}, got {self.trainer!r}")
+        self.policy = resolve_policy(self.policy, self.env_id)
+        if self.net_arch is None:
+            self.net_arch = default_net_arch(self.policy)
         check_env_backend(self.env_backend, self.env_actor_cpus)
         if self.overlap_update and self.trainer != "torch":
             raise ValueError("overlap_update is the torch trainer's (trainer='torch')")
@@ -204,6 +217,7 @@ class RunConfig(ArmFeedback):
         """Reads a config written by :meth:`to_json`."""
         data = json.loads(text)
         data["feedback"] = FeedbackConfig.from_mapping(data["feedback"], source="config.json")
+        data.setdefault("policy", "mlp")  # runs saved before the entity policy trained the MLP
         return cls(**data)
 
 

@@ -8,7 +8,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-__all__ = ["DEFAULT_TRAINER", "TRAINERS", "Progress", "RunState", "TrainRun"]
+__all__ = [
+    "DEFAULT_NET_ARCH",
+    "DEFAULT_TRAINER",
+    "POLICIES",
+    "TRAINERS",
+    "Progress",
+    "RunState",
+    "TrainRun",
+    "default_net_arch",
+    "resolve_policy",
+]
 
 Progress = Callable[[int], None] | None
 """What a run calls with the env steps done after each round (``None``: nothing)."""
@@ -44,3 +54,56 @@ DEFAULT_TRAINER = "torch"
 """The torch trainer: on OpsIncident medium it learned as well as SB3's PPO per step (5 seeds
 each, 1M steps: 80% at 494k on 5/5 seeds against 500k on 4/5; final 90% ± 7 against
 86% ± 13), and trains faster."""
+
+POLICIES = ("entity", "mlp")
+"""The policies a run can train: the entity policy (attention over an env's entities, a
+pointer head, action masks; for envs that declare an entity view) or an MLP over the flat
+observation. Either trainer trains either (SB3: ``MaskablePPO`` for the entity policy)."""
+
+
+def resolve_policy(policy: str | None, env_id: str) -> str:
+    """The policy a run trains: ``policy``, or by default ``entity`` where the env declares a view.
+
+    Raises:
+        ValueError: An unknown policy, or ``entity`` for an env that declares no view.
+
+    Example:
+        >>> import feedbackgym
+        >>> resolve_policy(None, "feedbackgym/OpsIncidentEasy-v2")
+        'entity'
+        >>> resolve_policy(None, "feedbackgym/OpsIncidentEasy-v0")
+        'mlp'
+        >>> resolve_policy("entity", "feedbackgym/OpsIncidentEasy-v0")
+        Traceback (most recent call last):
+        ...
+        ValueError: policy 'entity' needs an env that declares an entity view; \
+feedbackgym/OpsIncidentEasy-v0 declares none (use policy 'mlp')
+    """
+    from feedbackgym.registration import declares_entity_view
+
+    if policy is None:
+        return "entity" if declares_entity_view(env_id) else "mlp"
+    if policy not in POLICIES:
+        raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {policy!r}")
+    if policy == "entity" and not declares_entity_view(env_id):
+        raise ValueError(
+            f"policy 'entity' needs an env that declares an entity view; {env_id} declares "
+            "none (use policy 'mlp')"
+        )
+    return policy
+
+
+DEFAULT_NET_ARCH = {"mlp": (128, 128), "entity": (32, 32)}
+"""Each policy's hidden widths unless a run gives them: the MLP's two layers; the entity
+policy's embedding width (and its critic's hidden layer). At 32 the entity policy's round
+takes at most 1/0.7 of the MLP's wall-clock on OpsIncident easy (``docs/training.md``)."""
+
+
+def default_net_arch(policy: str) -> list[int]:
+    """The hidden widths a run of ``policy`` trains unless told otherwise.
+
+    Example:
+        >>> default_net_arch("entity")
+        [32, 32]
+    """
+    return list(DEFAULT_NET_ARCH[policy])

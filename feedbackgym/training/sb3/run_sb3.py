@@ -40,6 +40,7 @@ from feedbackgym.training.workers.env_groups import steps_slowly
 from feedbackgym.wrappers.stack import make
 
 with requires_extra("baselines", "stable_baselines3"):
+    from sb3_contrib import MaskablePPO
     from stable_baselines3 import PPO
     from stable_baselines3.common.base_class import BaseAlgorithm
     from stable_baselines3.common.callbacks import BaseCallback, CallbackList
@@ -118,14 +119,27 @@ class _RoundCallback(BaseCallback):
 
 
 def _sampled_policy(model: BaseAlgorithm) -> Policy:
-    """The model's policy for validation: the envs' observations, batched, to actions, sampled."""
+    """The model's policy for validation: the envs' observations, batched, to actions, sampled.
+
+    A masked model's validation envs add their masks to the observations
+    (:class:`~.entity_policy.MaskInObservation`), and its actions honour them.
+    """
 
     def policy(observations: list[Any]) -> list[int]:
+        if isinstance(model, MaskablePPO):
+            from feedbackgym.training.sb3.entity_policy import masked_predict
+
+            return [int(action) for action in masked_predict(model, observations)]
         batch = {key: np.stack([obs[key] for obs in observations]) for key in observations[0]}
         actions, _ = model.predict(batch, deterministic=False)
         return [int(action) for action in actions]
 
     return policy
+
+
+def algorithm(config: RunConfig) -> Any:
+    """The run's SB3 algorithm: ``MaskablePPO`` for the entity policy, else ``PPO``."""
+    return MaskablePPO if config.policy == "entity" else PPO
 
 
 def _make_vec_env(config: RunConfig, feedback: FeedbackConfig, store: Any, *, seed: int) -> Any:
@@ -182,15 +196,15 @@ def train_sb3_run(
             config, feedback, store, seed=config.seed + max(first_round, 0) * config.n_envs
         )
         if first_round > 0:
-            model = PPO.load(
+            model = algorithm(config).load(
                 run_dir / "checkpoints" / f"round_{first_round - 1:04d}.zip",
                 env=venv,
                 device=device,
             )
             model.set_random_seed(config.seed + first_round)  # not the first round's draws again
         else:
-            model = PPO(
-                "MultiInputPolicy",
+            model = algorithm(config)(
+                _policy(config),
                 venv,
                 n_steps=config.n_steps,
                 batch_size=min(config.batch_size, config.n_steps * config.n_envs),
@@ -200,7 +214,7 @@ def train_sb3_run(
                 else config.learning_rate,
                 ent_coef=config.ent_coef,
                 gamma=feedback.shaping.gamma,
-                policy_kwargs={"net_arch": list(config.net_arch)},
+                policy_kwargs=_policy_kwargs(config, venv),
                 tensorboard_log=str(run_dir / "tb"),
                 seed=config.seed,
                 device=device,
@@ -213,7 +227,7 @@ def train_sb3_run(
                     clone_expert(model.policy, expert_env, config.bc_episodes, seed=config.seed)
                 finally:
                     expert_env.close()
-        eval_envs = [config.make_eval_env(feedback) for _ in range(validation_envs(config))]
+        eval_envs = [_eval_env(config, feedback) for _ in range(validation_envs(config))]
         for env in eval_envs:
             controller.attach(env)
         if "controller" in state:  # resumed: the switch, the trend and the alert as they were
@@ -244,10 +258,42 @@ def train_sb3_run(
     return closed
 
 
-def rollback(run_dir: str | Path) -> PPO:
+def _policy(config: RunConfig) -> Any:
+    """The SB3 policy (class or name) of the run's policy."""
+    if config.policy == "entity":
+        from feedbackgym.training.sb3.entity_policy import EntityPolicy
+
+        return EntityPolicy
+    return "MultiInputPolicy"
+
+
+def _policy_kwargs(config: RunConfig, venv: Any) -> dict[str, Any]:
+    """The policy's settings: the entity layout of the envs, or the MLP's layers."""
+    assert config.net_arch is not None  # resolved by RunConfig
+    if config.policy == "entity":
+        from feedbackgym.training.sb3.entity_policy import entity_policy_kwargs
+
+        return entity_policy_kwargs(venv, hidden=config.net_arch[0])
+    return {"net_arch": list(config.net_arch)}
+
+
+def _eval_env(config: RunConfig, feedback: FeedbackConfig) -> Any:
+    """A validation env; a masked policy's shows the masks in its observations."""
+    env = config.make_eval_env(feedback)
+    if config.policy != "entity":
+        return env
+    from feedbackgym.training.sb3.entity_policy import MaskInObservation
+
+    return MaskInObservation(env)
+
+
+def rollback(run_dir: str | Path) -> BaseAlgorithm:
     """Loads the run's best checkpoint (by validation success): the rollback target.
+
+    ``MaskablePPO`` where the run trained the entity policy, else ``PPO``.
 
     Raises:
         FileNotFoundError: The run has no best checkpoint yet.
     """
-    return PPO.load(best_checkpoint(run_dir, ".zip"), device="cpu")
+    config = RunConfig.from_json((Path(run_dir) / "config.json").read_text())
+    return algorithm(config).load(best_checkpoint(run_dir, ".zip"), device="cpu")

@@ -1,8 +1,9 @@
 """The torch trainer: a CleanRL-style PPO that reads the feedback stack at the envs' speed.
 
-Read it top to bottom in this order: :mod:`~.trainer_view`
-(one flat observation per env), :mod:`~.network`
-(actor, critic and the PPO update), :mod:`~.ppo_config`
+Read it top to bottom in this order:
+:mod:`~feedbackgym.training.common.trainer_view` (one flat observation per env),
+:mod:`~.network` (actor, critic and the PPO update; the entity policy is
+:mod:`~feedbackgym.training.common.entity_network`), :mod:`~.ppo_config`
 (its settings), :mod:`~.learner` (collect a round,
 update), :mod:`~.ppo` (the round loop and its
 command line), then :mod:`~.run_torch` (the run

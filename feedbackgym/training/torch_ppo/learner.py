@@ -14,9 +14,16 @@ from typing import Any
 import numpy as np
 
 from feedbackgym.errors import requires_extra
-from feedbackgym.training.torch_ppo.network import Agent, FusedPolicy, make_optimizer, ppo_update
+from feedbackgym.training.common.entity_network import EntityAgent, PolicyMismatchError
+from feedbackgym.training.common.trainer_view import Credit
+from feedbackgym.training.torch_ppo.network import (
+    Agent,
+    AnyAgent,
+    make_optimizer,
+    ppo_update,
+    rollout_sampler,
+)
 from feedbackgym.training.torch_ppo.ppo_config import PPOConfig
-from feedbackgym.training.torch_ppo.trainer_view import Credit
 from feedbackgym.training.torch_ppo.update_worker import UpdateWorker
 from feedbackgym.training.workers.env_groups import StepBatch
 
@@ -45,7 +52,8 @@ class Rollout:
         self.dones = np.zeros(shape, np.float32)
         self.values = np.zeros(shape, np.float32)
         self.episode = np.zeros(shape, np.int64)
-        """Each step's episode number in its env (:class:`~.trainer_view.Credit`'s ``episode``)."""
+        """Each step's episode number in its env (the ``episode`` of
+        :class:`~feedbackgym.training.common.trainer_view.Credit`)."""
         self.episode_step = np.zeros(shape, np.int64)
         self.credit_applied = 0
         self.credit_dropped = 0
@@ -64,6 +72,48 @@ class Rollout:
                 self.credit_dropped += 1
 
 
+def make_agent(config: PPOConfig, envs: Any) -> AnyAgent:
+    """A new agent of the run's policy for ``envs`` (the entity policy reads their layout).
+
+    Raises:
+        PolicyMismatchError: The entity policy, and the envs declare no entity view.
+    """
+    text_length = config.text_length if config.use_text else 0
+    assert config.net_arch is not None  # resolved by PPOConfig
+    hidden = config.net_arch[0]
+    if config.policy != "entity":
+        obs_size = int(np.prod(envs.single_observation_space.shape))
+        return Agent(obs_size, int(envs.single_action_space.n), hidden, text_length)
+    layout = envs.call("entity_layout")[0]
+    if layout is None:
+        raise PolicyMismatchError(f"{config.env_id} declares no entity view: use policy 'mlp'")
+    return EntityAgent(layout, hidden, text_length=text_length)
+
+
+def check_checkpoint(saved: dict[str, Any], wanted: dict[str, Any]) -> None:
+    """Raises PolicyMismatchError unless a checkpoint's agent ``saved`` is of ``wanted``'s shape.
+
+    Example:
+        >>> check_checkpoint({"obs_size": 4}, {"policy": "entity"})
+        Traceback (most recent call last):
+        ...
+        feedbackgym.training.common.entity_network.PolicyMismatchError: the checkpoint holds \
+an mlp policy; this run trains an entity policy
+    """
+    policies = saved.get("policy", "mlp"), wanted.get("policy", "mlp")
+    if policies[0] != policies[1]:
+        raise PolicyMismatchError(
+            f"the checkpoint holds an {policies[0]} policy; this run trains an {policies[1]} policy"
+        )
+    if saved != wanted:
+        changed = sorted(k for k in saved.keys() | wanted.keys() if saved.get(k) != wanted.get(k))
+        raise PolicyMismatchError(
+            f"the checkpoint's {policies[0]} policy has another shape ({', '.join(changed)}: "
+            + "; ".join(f"{saved.get(k)!r} -> {wanted.get(k)!r}" for k in changed)
+            + ")"
+        )
+
+
 class Learner:
     """Collects rounds from a vector env and updates the agent: the PPO loop, a round at a time.
 
@@ -80,9 +130,7 @@ class Learner:
         self.gamma = gamma
         self.device = device
         obs_size = int(np.prod(envs.single_observation_space.shape))
-        text_length = config.text_length if config.use_text else 0
-        n_actions = int(envs.single_action_space.n)
-        self.agent = Agent(obs_size, n_actions, config.net_arch[0], text_length).to(device)
+        self.agent = make_agent(config, envs).to(device)
         self.optimizer = make_optimizer(self.agent, config.learning_rate)
         self.learning_rate = config.learning_rate
         self._losses: dict[str, float] = {}
@@ -122,7 +170,7 @@ class Learner:
         """
         assert self.next_obs is not None, "reset() first"
         self._finished, self._successes = [], []
-        policy = FusedPolicy(self.agent)
+        policy = rollout_sampler(self.agent)
         groups = self.envs.groups
         seeds = torch.randint(2**62, (len(groups),)).tolist()
         draws = [torch.Generator(device=self.device).manual_seed(s) for s in seeds]
@@ -150,9 +198,7 @@ class Learner:
             trend.update(mean_return=float(np.mean(finished)), success=float(np.mean(successes)))
         return trend
 
-    def _act(
-        self, policy: FusedPolicy, t: int, group: int, rows: slice, draw: torch.Generator
-    ) -> None:
+    def _act(self, policy: Any, t: int, group: int, rows: slice, draw: torch.Generator) -> None:
         """Picks step ``t``'s actions for ``group``'s envs with ``policy``; starts their step."""
         buffer, obs = self.buffer, self.next_obs[rows]  # type: ignore[index]
         buffer.obs[t, rows] = obs
@@ -278,7 +324,12 @@ class Learner:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restores :meth:`state_dict` output."""
+        """Restores :meth:`state_dict` output.
+
+        Raises:
+            PolicyMismatchError: The checkpoint is of the other policy, or of other widths.
+        """
+        check_checkpoint(state["shape"], self.agent.shape)
         self.agent.load_state_dict(state["agent"])
         if self.updater is not None:
             self.updater.load_state_dict(state)

@@ -9,18 +9,33 @@ update worker (:mod:`~.update_worker`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
 from feedbackgym.errors import requires_extra
-from feedbackgym.training.torch_ppo.trainer_view import TEXT_VOCAB
+from feedbackgym.training.common.trainer_view import TEXT_VOCAB
+
+if TYPE_CHECKING:
+    from feedbackgym.entity_view import EntityLayout
+    from feedbackgym.training.common.entity_network import EntityAgent
 
 with requires_extra("baselines", "torch"):
     import torch
     from torch import nn
     from torch.distributions import Categorical
 
-__all__ = ["Agent", "FusedPolicy", "UpdateSettings", "make_optimizer", "ppo_update"]
+__all__ = [
+    "Agent",
+    "AnyAgent",
+    "FusedPolicy",
+    "UpdateSettings",
+    "build_agent",
+    "make_optimizer",
+    "ppo_update",
+    "rollout_sampler",
+]
+
 
 LOSS_NAMES = ("loss", "policy_loss", "value_loss", "entropy")
 """The mean losses :func:`ppo_update` returns, in this order."""
@@ -144,6 +159,53 @@ class FusedPolicy:
             return action, log_probs.gather(1, action[:, None])[:, 0], out[:, -1]
 
 
+AnyAgent: TypeAlias = "Agent | EntityAgent"
+"""Either policy's agent: both have ``act``, ``value`` and ``shape``."""
+
+
+def build_agent(shape: dict[str, Any], layout: EntityLayout | None = None) -> AnyAgent:
+    """The agent a checkpoint's ``shape`` describes: an :class:`Agent` or an entity agent.
+
+    Args:
+        shape: The agent's ``shape`` (kept in every checkpoint).
+        layout: The env's entity layout (the entity policy reads through it).
+
+    Raises:
+        PolicyMismatchError: An entity shape without a layout, or with one of other widths.
+
+    Example:
+        >>> build_agent(Agent(obs_size=4, n_actions=3, hidden=8).shape).shape["n_actions"]
+        3
+    """
+    from feedbackgym.training.common.entity_network import EntityAgent, PolicyMismatchError
+
+    settings = dict(shape)
+    if settings.pop("policy", "mlp") != "entity":
+        return Agent(**settings)
+    if layout is None:
+        raise PolicyMismatchError("an entity policy needs an env that declares an entity view")
+    widths = settings.pop("widths")
+    agent = EntityAgent(
+        layout,
+        settings.pop("hidden"),
+        **{**settings, "critic_columns": tuple(settings["critic_columns"])},
+    )
+    if agent.shape["widths"] != widths:
+        raise PolicyMismatchError(
+            f"the checkpoint's widths {widths} are not the env's ({layout.widths})"
+        )
+    return agent
+
+
+def rollout_sampler(agent: AnyAgent) -> Any:
+    """The rollout's inference for ``agent``: ``(obs, generator) -> action, log-prob, value``."""
+    if isinstance(agent, Agent):
+        return FusedPolicy(agent)
+    from feedbackgym.training.common.entity_network import MaskedSampler
+
+    return MaskedSampler(agent)
+
+
 @dataclass(frozen=True)
 class UpdateSettings:
     """How :func:`ppo_update` trains on a round (see ``PPOConfig``).
@@ -165,13 +227,13 @@ class UpdateSettings:
     max_grad_norm: float = 0.5
 
 
-def make_optimizer(agent: Agent, learning_rate: float) -> torch.optim.Adam:
+def make_optimizer(agent: AnyAgent, learning_rate: float) -> torch.optim.Adam:
     """The agent's Adam (fused: one kernel for every tensor, ~17% of a gradient step)."""
     return torch.optim.Adam(agent.parameters(), lr=learning_rate, eps=1e-5, fused=True)
 
 
 def ppo_update(
-    agent: Agent,
+    agent: AnyAgent,
     optimizer: torch.optim.Optimizer,
     batch: dict[str, torch.Tensor],
     settings: UpdateSettings,

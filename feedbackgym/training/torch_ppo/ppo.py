@@ -1,7 +1,8 @@
 """A CleanRL-style PPO in plain torch that consumes the feedback stack at the speed of the envs.
 
 It trains over a Gymnasium vector env (in-process, or subprocess workers) of
-the arm's stack, each env seen through :class:`~.trainer_view.TrainerView`: one flat
+the arm's stack, each env seen through
+:class:`~feedbackgym.training.common.trainer_view.TrainerView`: one flat
 ``float32`` observation (the text, if used, as byte codes read by an
 embedding) and an info of two keys, so neither the vector env nor the learner
 handles per-key dicts. Actor and critic are separate MLPs (as SB3's
@@ -40,13 +41,10 @@ from feedbackgym.control import FeedbackController
 from feedbackgym.errors import requires_extra
 from feedbackgym.training.common.device import resolve_device
 from feedbackgym.training.common.system_metrics import SystemMonitor
+from feedbackgym.training.common.trainer_view import trainer_env
 from feedbackgym.training.torch_ppo.learner import Learner, Rollout
-from feedbackgym.training.torch_ppo.network import (
-    Agent,
-    FusedPolicy,
-)
+from feedbackgym.training.torch_ppo.network import Agent, AnyAgent, FusedPolicy
 from feedbackgym.training.torch_ppo.ppo_config import PPOConfig, learning_rate_at, make_vector_env
-from feedbackgym.training.torch_ppo.trainer_view import trainer_env
 
 with requires_extra("baselines", "torch"):
     import torch
@@ -164,7 +162,7 @@ def train(
     *,
     on_round: Callable[[int, dict[str, float]], None] | None = None,
     record: Any = None,
-) -> tuple[Agent, list[dict[str, float]]]:
+) -> tuple[AnyAgent, list[dict[str, float]]]:
     """Trains PPO on the arm's stack; returns the agent and one metrics dict per round.
 
     With ``record`` (a :class:`~feedbackgym.datasets.TrajectoryStore` or its path)
@@ -241,13 +239,15 @@ def start_learner(
 
 
 def clone_into(
-    agent: Agent, config: PPOConfig, feedback: FeedbackConfig, device: torch.device
+    agent: AnyAgent, config: PPOConfig, feedback: FeedbackConfig, device: torch.device
 ) -> float:
     """Behaviour-clones ``config.bc_episodes`` expert episodes into ``agent``; returns the loss."""
     from feedbackgym.training.common.cloning import collect_expert, fit_log_prob
 
     text_length = config.text_length if config.use_text else 0
-    env = trainer_env(config.env_id, feedback, text_length, **config.env_kwargs)
+    env = trainer_env(
+        config.env_id, feedback, text_length, masks=config.policy == "entity", **config.env_kwargs
+    )
     try:
         observations, actions = collect_expert(env, config.bc_episodes, config.seed)
     finally:

@@ -8,8 +8,9 @@ from typing import Any
 
 from feedbackgym.config import FeedbackConfig
 from feedbackgym.training.common.arms import ArmFeedback, rounds_for
+from feedbackgym.training.common.trainer_names import default_net_arch, resolve_policy
+from feedbackgym.training.common.trainer_view import trainer_env
 from feedbackgym.training.torch_ppo.network import UpdateSettings
-from feedbackgym.training.torch_ppo.trainer_view import trainer_env
 from feedbackgym.training.workers.env_groups import (
     EnvGroups,
     EnvWorkers,
@@ -71,7 +72,12 @@ class PPOConfig(ArmFeedback):
         ent_coef: Entropy bonus.
         vf_coef: Value-loss weight.
         max_grad_norm: Gradient clip.
-        net_arch: Hidden layer sizes: two layers of one width (actor and critic each).
+        net_arch: Hidden layer sizes: two layers of one width (actor and critic each;
+            the entity policy's embedding width); ``None``: the policy's default
+            (:data:`~feedbackgym.training.common.trainer_names.DEFAULT_NET_ARCH`).
+        policy: ``"entity"`` or ``"mlp"``; ``None``: ``entity`` where the env
+            declares an entity view (see
+            :func:`~feedbackgym.training.common.trainer_names.resolve_policy`).
         review_credit: Add review credit to the rewards of the round's steps.
         time_limit_terminal: Treat an episode cut off by its time limit as ended
             rather than bootstrapping its value from its final observation.
@@ -108,7 +114,8 @@ class PPOConfig(ArmFeedback):
     ent_coef: float = 0.01
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
-    net_arch: list[int] = field(default_factory=lambda: [128, 128])
+    net_arch: list[int] | None = None
+    policy: str | None = None
     review_credit: bool = True
     time_limit_terminal: bool = False
     bc_episodes: int = 0
@@ -121,6 +128,9 @@ class PPOConfig(ArmFeedback):
 
     def __post_init__(self) -> None:
         check_env_backend(self.env_backend, self.env_actor_cpus)
+        self.policy = resolve_policy(self.policy, self.env_id)
+        if self.net_arch is None:
+            self.net_arch = default_net_arch(self.policy)
         if len(self.net_arch) != 2 or self.net_arch[0] != self.net_arch[1]:
             raise ValueError(
                 f"the torch trainer has two hidden layers of one width, got {list(self.net_arch)}"
@@ -151,7 +161,8 @@ def make_vector_env(
 ) -> EnvGroups:
     """``n_envs`` stacks as ``feedback`` describes, each seen through a trainer view.
 
-    Each env is seen through :class:`~.trainer_view.TrainerView`. They live in
+    Each env is seen through
+    :class:`~feedbackgym.training.common.trainer_view.TrainerView`. They live in
     the learner's process, or in worker processes (see
     :func:`~feedbackgym.training.workers.env_groups.worker_layout`), or with
     ``env_backend="ray"`` in Ray actors over a cluster's nodes
@@ -162,7 +173,15 @@ def make_vector_env(
     writer process with ``writer="process"``); with a path, each env opens its own.
     """
     text_length = config.text_length if config.use_text else 0
-    build = partial(trainer_env, config.env_id, feedback, text_length, record, **config.env_kwargs)
+    build = partial(
+        trainer_env,
+        config.env_id,
+        feedback,
+        text_length,
+        record,
+        masks=config.policy == "entity",
+        **config.env_kwargs,
+    )
     if config.env_backend == "ray":
         from feedbackgym.training.workers.ray_actors import ray_env_workers
 

@@ -10,6 +10,7 @@ the reward-drop alert and the config file followed through the controller.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
@@ -17,9 +18,11 @@ from typing import Any
 
 import numpy as np
 
+from feedbackgym.entity_view import EntityLayout
 from feedbackgym.errors import requires_extra
-from feedbackgym.protocol import call_envs
+from feedbackgym.protocol import FeedbackState, call_envs
 from feedbackgym.training.common.device import resolve_device
+from feedbackgym.training.common.entity_network import PolicyMismatchError
 from feedbackgym.training.common.feedback_metrics import feedback_metrics
 from feedbackgym.training.common.round_book import RoundBook
 from feedbackgym.training.common.run_files import (
@@ -34,9 +37,15 @@ from feedbackgym.training.common.run_settings import (
 )
 from feedbackgym.training.common.system_metrics import SystemMonitor
 from feedbackgym.training.common.trainer_names import Progress, RunState
-from feedbackgym.training.common.validation import validation_envs
+from feedbackgym.training.common.trainer_view import TrainerView
+from feedbackgym.training.common.validation import (
+    Evaluation,
+    evaluate_policy,
+    validation_envs,
+    validation_seeds,
+)
+from feedbackgym.training.torch_ppo.network import Agent, AnyAgent, build_agent
 from feedbackgym.training.torch_ppo.ppo import (
-    Agent,
     Learner,
     PPOConfig,
     RoundResult,
@@ -44,13 +53,12 @@ from feedbackgym.training.torch_ppo.ppo import (
     make_vector_env,
     train_rounds,
 )
-from feedbackgym.training.torch_ppo.trainer_view import TrainerView
 
 with requires_extra("baselines", "torch"):
     import torch
     from torch.utils.tensorboard import SummaryWriter
 
-__all__ = ["ppo_config", "rollback", "train_torch_run"]
+__all__ = ["load_agent", "play_checkpoint", "ppo_config", "rollback", "train_torch_run"]
 
 
 def ppo_config(config: RunConfig) -> PPOConfig:
@@ -100,7 +108,9 @@ def train_torch_run(
         learner = Learner(ppo, envs, controller.config.shaping.gamma, device)
         text_length = ppo.text_length if ppo.use_text else 0
         eval_envs = [
-            TrainerView(config.make_eval_env(controller.config), text_length)
+            TrainerView(
+                config.make_eval_env(controller.config), text_length, masks=ppo.policy == "entity"
+            )
             for _ in range(validation_envs(config))
         ]
         book = RoundBook(config, controller, eval_envs, suffix=".pt", progress=progress)
@@ -205,13 +215,99 @@ def _log_round(
     return metrics
 
 
-def rollback(run_dir: str | Path) -> Agent:
+def rollback(run_dir: str | Path, layout: EntityLayout | None = None) -> AnyAgent:
     """Loads the run's best agent (by validation success): the rollback target.
+
+    Args:
+        run_dir: The run directory.
+        layout: The entity layout of the env it will play (an entity policy's).
 
     Raises:
         FileNotFoundError: The run has no best checkpoint yet.
+        PolicyMismatchError: An entity policy and no layout, or one of other widths.
     """
-    checkpoint = torch.load(best_checkpoint(run_dir, ".pt"), weights_only=True)
-    agent = Agent(**checkpoint["shape"])
-    agent.load_state_dict(checkpoint["agent"])
-    return agent
+    return load_agent(best_checkpoint(run_dir, ".pt"), layout)
+
+
+def load_agent(path: str | Path, layout: EntityLayout | None = None) -> AnyAgent:
+    """The agent a torch checkpoint (``round_NNNN.pt``, ``best.pt``) holds, in eval mode.
+
+    Raises:
+        FileNotFoundError: No such file.
+        PolicyMismatchError: An entity policy and no layout, or one of other widths.
+    """
+    checkpoint = torch.load(Path(path), weights_only=True)
+    agent = build_agent(checkpoint["shape"], layout)
+    try:
+        agent.load_state_dict(checkpoint["agent"])
+    except RuntimeError as error:  # an architecture other than today's
+        first = str(error).splitlines()[1:2] or [str(error)]
+        raise PolicyMismatchError(
+            f"{path}: the weights do not fit today's {agent.shape.get('policy', 'mlp')} policy "
+            f"({first[0].strip()})"
+        ) from error
+    return agent.eval()
+
+
+def play_checkpoint(
+    checkpoint: str | Path, env_id: str | None = None, episodes: int = 30
+) -> tuple[Evaluation, RunConfig]:
+    """Plays a torch checkpoint on an env's validation seeds, hints masked: what validation does.
+
+    The checkpoint's run (``config.json`` two folders up) gives the arm, the
+    feedback and the env's keyword arguments; ``env_id`` plays another env
+    with the same stack (an entity policy trained on easy plays medium or hard,
+    its weights unchanged). Episodes are the env's held-out validation seeds,
+    on its test split where it has one.
+
+    Args:
+        checkpoint: A ``.pt`` checkpoint of a torch run (``checkpoints/best.pt``, ...).
+        env_id: The env to play (default: the run's).
+        episodes: Validation seeds to play, one episode each.
+
+    Returns:
+        The evaluation (``success`` with no hints shown) and the config played.
+
+    Raises:
+        FileNotFoundError: No checkpoint, or no ``config.json`` beside its folder.
+        PolicyMismatchError: An entity checkpoint for an env of other widths, or with no view.
+    """
+    path = Path(checkpoint)
+    saved = path.resolve().parent.parent / "config.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"no checkpoint {path}")
+    if not saved.is_file():
+        raise FileNotFoundError(f"{path}: no config.json in {saved.parent} (a torch run's folder)")
+    config = RunConfig.from_json(saved.read_text())
+    if env_id is not None and env_id != config.env_id:
+        config = dataclasses.replace(config, env_id=env_id, eval_episodes=episodes)
+    controller, ppo = config.controller(), ppo_config(config)
+    envs = [
+        TrainerView(
+            config.make_eval_env(controller.config),
+            ppo.text_length if ppo.use_text else 0,
+            masks=ppo.policy == "entity",
+        )
+        for _ in range(min(episodes, validation_envs(config)))
+    ]
+    try:
+        agent = load_agent(path, envs[0].entity_layout())
+        width = int(envs[0].observation_space.shape[0])  # type: ignore[index]
+        if isinstance(agent, Agent) and agent.shape["obs_size"] != width:
+            raise PolicyMismatchError(
+                f"{path}: an mlp policy of {agent.shape['obs_size']} input columns cannot read "
+                f"{config.env_id}'s {width} (an MLP plays only envs of its training width; the "
+                "entity policy plays any preset)"
+            )
+        seeds = validation_seeds(envs[0], episodes)
+
+        def policy(observations: list[Any]) -> list[int]:
+            with torch.inference_mode():
+                actions, *_ = agent.act(torch.as_tensor(np.stack(observations)))
+            return [int(action) for action in actions.tolist()]
+
+        hidden = FeedbackState(phase="none", guide_weight=0.0, review_weight=0.0)
+        return evaluate_policy(envs, policy, seeds, hidden), config
+    finally:
+        for env in envs:
+            env.close()

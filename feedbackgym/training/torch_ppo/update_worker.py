@@ -37,7 +37,13 @@ from typing import Any
 import numpy as np
 
 from feedbackgym.errors import FeedbackGymError, requires_extra
-from feedbackgym.training.torch_ppo.network import Agent, UpdateSettings, make_optimizer, ppo_update
+from feedbackgym.training.torch_ppo.network import (
+    AnyAgent,
+    UpdateSettings,
+    build_agent,
+    make_optimizer,
+    ppo_update,
+)
 
 with requires_extra("baselines", "torch"):
     import torch
@@ -62,10 +68,12 @@ def _loads(data: bytes) -> Any:
     return torch.load(io.BytesIO(data), weights_only=True)
 
 
-def _serve(connection: Any, shape: dict[str, int], settings: UpdateSettings, threads: int) -> None:
+def _serve(
+    connection: Any, shape: dict[str, Any], layout: Any, settings: UpdateSettings, threads: int
+) -> None:
     """The worker's loop: one command at a time, until ``close`` or a closed pipe."""
     torch.set_num_threads(threads)
-    agent = Agent(**shape)
+    agent = build_agent(shape, layout)
     optimizer = make_optimizer(agent, learning_rate=0.0)
     while True:
         try:
@@ -100,7 +108,7 @@ class UpdateWorker:
     """A process that trains the agent on the rounds it is given.
 
     Args:
-        agent: The agent to start from (its shape and weights are copied).
+        agent: The agent to start from (its shape, entity layout if any, and weights are copied).
         settings: The PPO update's settings.
         threads: Torch threads in the worker.
         optimizer: The optimizer state to start from (default: a new Adam's).
@@ -111,7 +119,7 @@ class UpdateWorker:
 
     def __init__(
         self,
-        agent: Agent,
+        agent: AnyAgent,
         settings: UpdateSettings,
         *,
         threads: int,
@@ -121,7 +129,7 @@ class UpdateWorker:
         self._connection, child = context.Pipe()
         self._process = context.Process(
             target=_serve,
-            args=(child, agent.shape, settings, threads),
+            args=(child, agent.shape, getattr(agent, "layout", None), settings, threads),
             name="feedbackgym-update-worker",
             daemon=True,
         )

@@ -1,7 +1,7 @@
 """The torch trainer's envs, stepped in groups: in the learner's process or in worker processes.
 
 :class:`EnvWorkers` splits ``num_envs``
-:class:`~feedbackgym.training.torch_ppo.trainer_view.TrainerView` envs into
+:class:`~feedbackgym.training.common.trainer_view.TrainerView` envs into
 groups. With ``processes=True`` each group lives in its own worker process and
 steps while the learner picks the next group's actions, so env stepping and
 inference overlap (with two groups on two cores, neither waits for the other
@@ -26,7 +26,7 @@ envs may also live in Ray actors across a cluster's nodes
 
 Example:
     >>> import feedbackgym
-    >>> from feedbackgym.training.torch_ppo.trainer_view import TrainerView
+    >>> from feedbackgym.training.common.trainer_view import TrainerView
     >>> build = lambda: TrainerView(feedbackgym.make("feedbackgym/OpsIncidentEasy-v0", "sparse"))
     >>> envs = EnvWorkers([build] * 4, groups=2)
     >>> envs.reset(seed=0).shape == (4, envs.single_observation_space.shape[0])
@@ -38,7 +38,6 @@ Example:
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import multiprocessing
 import multiprocessing.connection
@@ -54,6 +53,7 @@ import numpy as np
 
 from feedbackgym.errors import FeedbackGymError
 from feedbackgym.protocol import ENV_REWARD, IS_SUCCESS
+from feedbackgym.registration import env_class
 
 __all__ = [
     "ENV_BACKENDS",
@@ -98,11 +98,7 @@ def steps_slowly(env_id: str) -> bool:
         >>> steps_slowly("feedbackgym/OpsIncidentEasy-v0"), steps_slowly("feedbackgym/WebForm-v0")
         (False, True)
     """
-    entry = gym.spec(env_id).entry_point
-    if isinstance(entry, str):
-        module, _, name = entry.partition(":")
-        entry = getattr(importlib.import_module(module), name)
-    return bool(getattr(entry, "metadata", {}).get("slow_steps", False))
+    return bool(getattr(env_class(env_id), "metadata", {}).get("slow_steps", False))
 
 
 def worker_layout(env_id: str, num_envs: int, workers: int | None) -> tuple[int, int]:
@@ -365,7 +361,7 @@ class EnvWorkers:
 
     Args:
         env_fns: Builders of the envs
-        (:class:`~feedbackgym.training.torch_ppo.trainer_view.TrainerView`-wrapped:
+        (:class:`~feedbackgym.training.common.trainer_view.TrainerView`-wrapped:
             a flat ``Box`` observation, ``env_reward`` and ``is_success`` in each
             info). All must be alike; worker processes take ``env_fns[0]``'s
             builder for their envs (pickled with cloudpickle).
@@ -526,7 +522,7 @@ class EnvWorkers:
 
         Example:
             >>> import feedbackgym
-            >>> from feedbackgym.training.torch_ppo.trainer_view import TrainerView
+            >>> from feedbackgym.training.common.trainer_view import TrainerView
             >>> build = lambda: TrainerView(feedbackgym.make("feedbackgym/OpsIncidentEasy-v0"))
             >>> envs = EnvWorkers([build] * 2, groups=2)
             >>> _ = envs.reset(seed=0)

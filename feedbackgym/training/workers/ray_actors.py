@@ -328,7 +328,7 @@ class RayEnvWorkers:
 
     Args:
         env_fns: Builders of the envs
-        (:class:`~feedbackgym.training.torch_ppo.trainer_view.TrainerView`-wrapped).
+        (:class:`~feedbackgym.training.common.trainer_view.TrainerView`-wrapped).
             All must be alike; every actor builds its envs with ``env_fns[0]``
             on its node (so the env's package, browser or sandbox must be
             installed on every node).
@@ -343,7 +343,7 @@ class RayEnvWorkers:
 
     Example:
         >>> import feedbackgym
-        >>> from feedbackgym.training.torch_ppo.trainer_view import TrainerView
+        >>> from feedbackgym.training.common.trainer_view import TrainerView
         >>> build = lambda: TrainerView(feedbackgym.make("feedbackgym/OpsIncidentEasy-v0"))
         >>> envs = RayEnvWorkers([build] * 4, groups=2, actors=2)  # doctest: +SKIP
         >>> envs.reset(seed=0).shape[0], len(envs.nodes)  # doctest: +SKIP

@@ -5,8 +5,8 @@ import pytest
 
 import feedbackgym
 from feedbackgym.protocol import FeedbackState
+from feedbackgym.training.common.trainer_view import TrainerView
 from feedbackgym.training.common.validation import evaluate_policy, one_at_a_time
-from feedbackgym.training.torch_ppo.trainer_view import TrainerView
 
 SEEDS = [10_000_000 + k for k in range(5)]
 STATE = FeedbackState(phase="none", guide_weight=0.0, review_weight=0.0)

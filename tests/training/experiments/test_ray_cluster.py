@@ -260,7 +260,7 @@ def test_env_actors_meet_the_trainer_interface_and_name_a_dead_one(cluster):
 
     import feedbackgym
     from feedbackgym.protocol import FeedbackState, call_envs
-    from feedbackgym.training.torch_ppo.trainer_view import TrainerView
+    from feedbackgym.training.common.trainer_view import TrainerView
     from feedbackgym.training.workers.env_groups import EnvGroups, EnvWorkers
     from feedbackgym.training.workers.ray_actors import EnvActorError, RayEnvWorkers
 

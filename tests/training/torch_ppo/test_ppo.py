@@ -7,8 +7,8 @@ import torch
 from gymnasium import spaces
 
 from feedbackgym.schedules import ARMS
+from feedbackgym.training.common.trainer_view import Credit, FlatLayout, TrainerView
 from feedbackgym.training.torch_ppo.ppo import Learner, PPOConfig, Rollout, train
-from feedbackgym.training.torch_ppo.trainer_view import Credit, FlatLayout, TrainerView
 from feedbackgym.training.workers.env_groups import EnvWorkers
 
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import feedbackgym
-from feedbackgym.training.torch_ppo.trainer_view import TrainerView
+from feedbackgym.training.common.trainer_view import TrainerView
 from feedbackgym.training.workers.env_groups import EnvWorkerError, EnvWorkers
 
 

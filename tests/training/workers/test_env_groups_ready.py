@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import feedbackgym  # noqa: F401  (registers the ids)
-from feedbackgym.training.torch_ppo.trainer_view import TrainerView
+from feedbackgym.training.common.trainer_view import TrainerView
 from feedbackgym.training.workers.env_groups import (
     SLOW_ENV_WORKERS,
     EnvWorkers,

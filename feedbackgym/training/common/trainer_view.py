@@ -6,7 +6,8 @@ that costs more than the env step itself. :class:`TrainerView` (the outermost
 wrapper, outside any recorder) hands a trainer only what it reads:
 
 * the observation as one ``float32`` vector (``Discrete`` keys one-hot, the
-  text, when asked for, as byte codes at the end; see :class:`FlatLayout`);
+  text, when asked for, as byte codes after them; see :class:`FlatLayout`;
+  with ``masks``, the env's ``action_masks()`` as 0/1 columns at the end);
 * ``info["env_reward"]`` and ``info["is_success"]`` (always present, so they
   batch without masks);
 * review credit through :meth:`TrainerView.take_credits`, called once a round
@@ -22,6 +23,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from feedbackgym.entity_view import EntityLayout, entity_view_of
 from feedbackgym.protocol import ENV_REWARD, FEEDBACK, IS_SUCCESS
 
 __all__ = ["TEXT_VOCAB", "Credit", "FlatLayout", "TrainerView", "trainer_env"]
@@ -116,6 +118,11 @@ class TrainerView(gym.Wrapper[np.ndarray, Any, Any, Any]):
     Args:
         env: The env stack (``feedbackgym.make(...)``, recorder inside).
         text_length: Characters of the text observation to keep as byte codes.
+        masks: Append the env's ``action_masks()`` (one 0/1 column an action)
+            to every observation, for a masked policy.
+
+    Raises:
+        ValueError: ``masks`` on an env without ``action_masks``.
 
     Example:
         >>> import feedbackgym
@@ -125,10 +132,22 @@ class TrainerView(gym.Wrapper[np.ndarray, Any, Any, Any]):
         (dtype('float32'), ['env_reward', 'is_success'])
     """
 
-    def __init__(self, env: gym.Env[Any, Any], text_length: int = 0) -> None:
+    def __init__(self, env: gym.Env[Any, Any], text_length: int = 0, masks: bool = False) -> None:
         super().__init__(env)
         self.layout = FlatLayout(env.observation_space, text_length)
-        self.observation_space = spaces.Box(-np.inf, np.inf, (self.layout.size,), np.float32)
+        self._action_masks: Any = None
+        width = self.layout.size
+        if masks:
+            try:
+                self._action_masks = env.get_wrapper_attr("action_masks")
+            except AttributeError:
+                raise ValueError(
+                    f"a masked policy needs action_masks(), which {env.spec and env.spec.id or env}"
+                    " does not have"
+                ) from None
+            width += int(env.action_space.n)  # type: ignore[attr-defined]
+        self._width = width
+        self.observation_space = spaces.Box(-np.inf, np.inf, (width,), np.float32)
         self._episode = -1
         self._credits: list[Credit] = []
 
@@ -141,7 +160,7 @@ class TrainerView(gym.Wrapper[np.ndarray, Any, Any, Any]):
             self._episode, self._credits = 0, []
         else:
             self._episode += 1
-        return self.layout.flatten(obs), {ENV_REWARD: 0.0, IS_SUCCESS: False}
+        return self._flat(obs), {ENV_REWARD: 0.0, IS_SUCCESS: False}
 
     def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
         """Steps the env; keeps the step's review credit for :meth:`take_credits`."""
@@ -155,7 +174,23 @@ class TrainerView(gym.Wrapper[np.ndarray, Any, Any, Any]):
             ENV_REWARD: float(info.get(ENV_REWARD, reward)),
             IS_SUCCESS: bool(info.get(IS_SUCCESS, False)),
         }
-        return self.layout.flatten(obs), reward, terminated, truncated, slim
+        return self._flat(obs), reward, terminated, truncated, slim
+
+    def _flat(self, obs: Any) -> np.ndarray:
+        """The flat observation, the action mask after it when asked for."""
+        if self._action_masks is None:
+            return self.layout.flatten(obs)
+        row = np.empty(self._width, np.float32)
+        self.layout.flatten(obs, out=row[: self.layout.size])
+        row[self.layout.size :] = self._action_masks()
+        return row
+
+    def entity_layout(self) -> EntityLayout | None:
+        """Where the env's entity view lies in the flat observation (``None``: no view)."""
+        view = entity_view_of(self.env)
+        if view is None:
+            return None
+        return EntityLayout(self.env.observation_space, view)  # type: ignore[arg-type]
 
     def take_credits(self) -> list[Credit]:
         """The review credits since the last call (called once a round)."""
@@ -164,7 +199,12 @@ class TrainerView(gym.Wrapper[np.ndarray, Any, Any, Any]):
 
 
 def trainer_env(
-    env_id: str, feedback: Any, text_length: int = 0, record: Any = None, **env_kwargs: Any
+    env_id: str,
+    feedback: Any,
+    text_length: int = 0,
+    record: Any = None,
+    masks: bool = False,
+    **env_kwargs: Any,
 ) -> TrainerView:
     """The stack ``feedbackgym.make(env_id, feedback, record=record, **env_kwargs)`` in a view.
 
@@ -173,4 +213,4 @@ def trainer_env(
     """
     from feedbackgym.wrappers.stack import make
 
-    return TrainerView(make(env_id, feedback, record=record, **env_kwargs), text_length)
+    return TrainerView(make(env_id, feedback, record=record, **env_kwargs), text_length, masks)
