@@ -86,6 +86,12 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--learning-rate", type=float, metavar="LR", help="Adam's step size")
     parser.add_argument(
+        "--ent-coef",
+        type=float,
+        metavar="C",
+        help="PPO's entropy coefficient (default: the policy's, 0.03 entity, 0.01 mlp)",
+    )
+    parser.add_argument(
         "--bc-episodes", type=int, metavar="N", help="behaviour-cloning warm-up (default 0)"
     )
     parser.add_argument(
@@ -233,6 +239,7 @@ def run_settings(
         "n_epochs": args.epochs,
         "batch_size": args.batch_size,
         "learning_rate": args.learning_rate,
+        "ent_coef": args.ent_coef,
         "keep_checkpoints": args.keep_checkpoints,
         "eval_every": args.eval_every,
         "eval_episodes": args.eval_episodes,

@@ -19,6 +19,7 @@ from feedbackgym.registration import evaluation_kwargs
 from feedbackgym.training.common.arms import ArmFeedback, checked_keep_checkpoints, rounds_for
 from feedbackgym.training.common.run_files import read_state, write_state
 from feedbackgym.training.common.trainer_names import (
+    DEFAULT_ENT_COEF,
     DEFAULT_NET_ARCH,
     DEFAULT_TRAINER,
     TRAINERS,
@@ -93,7 +94,8 @@ class RunConfig(ArmFeedback):
         time_limit_terminal: Treat an episode cut off by its time limit as ended
             rather than bootstrapping its value (see
             :class:`~feedbackgym.training.sb3.vec_wrappers.TimeLimitAsTerminal`).
-        ent_coef: PPO's entropy coefficient.
+        ent_coef: PPO's entropy coefficient; ``None``: the policy's default
+            (:data:`~.trainer_names.DEFAULT_ENT_COEF`). Stored resolved.
         net_arch: Hidden layer sizes of the policy and value networks (the entity
             policy: its embedding width is the first); ``None``: the policy's
             default (:data:`~.trainer_names.DEFAULT_NET_ARCH`). Stored resolved.
@@ -160,7 +162,7 @@ class RunConfig(ArmFeedback):
     learning_rate: float = _DEFAULT.learning_rate
     anneal_lr: bool = False
     time_limit_terminal: bool = False
-    ent_coef: float = 0.01
+    ent_coef: float | None = None
     net_arch: list[int] | None = None
     policy: str | None = None
     feedback: FeedbackConfig = field(default_factory=FeedbackConfig)
@@ -190,6 +192,8 @@ class RunConfig(ArmFeedback):
         self.policy = resolve_policy(self.policy, self.env_id)
         if self.net_arch is None:
             self.net_arch = default_net_arch(self.policy)
+        if self.ent_coef is None:
+            self.ent_coef = DEFAULT_ENT_COEF[self.policy]
         check_env_backend(self.env_backend, self.env_actor_cpus)
         if self.overlap_update and self.trainer != "torch":
             raise ValueError("overlap_update is the torch trainer's (trainer='torch')")
@@ -218,6 +222,7 @@ class RunConfig(ArmFeedback):
         data = json.loads(text)
         data["feedback"] = FeedbackConfig.from_mapping(data["feedback"], source="config.json")
         data.setdefault("policy", "mlp")  # runs saved before the entity policy trained the MLP
+        data.setdefault("ent_coef", DEFAULT_ENT_COEF["mlp"])
         return cls(**data)
 
 

@@ -8,7 +8,11 @@ from typing import Any
 
 from feedbackgym.config import FeedbackConfig
 from feedbackgym.training.common.arms import ArmFeedback, rounds_for
-from feedbackgym.training.common.trainer_names import default_net_arch, resolve_policy
+from feedbackgym.training.common.trainer_names import (
+    DEFAULT_ENT_COEF,
+    default_net_arch,
+    resolve_policy,
+)
 from feedbackgym.training.common.trainer_view import trainer_env
 from feedbackgym.training.torch_ppo.network import UpdateSettings
 from feedbackgym.training.workers.env_groups import (
@@ -69,7 +73,8 @@ class PPOConfig(ArmFeedback):
             update stale; the controller hears a round's loss one round later).
             See :mod:`~.update_worker`.
         clip_coef: PPO's clip.
-        ent_coef: Entropy bonus.
+        ent_coef: Entropy bonus; ``None``: the policy's default
+            (:data:`~feedbackgym.training.common.trainer_names.DEFAULT_ENT_COEF`).
         vf_coef: Value-loss weight.
         max_grad_norm: Gradient clip.
         net_arch: Hidden layer sizes: two layers of one width (actor and critic each;
@@ -111,7 +116,7 @@ class PPOConfig(ArmFeedback):
     update_threads: int = 2
     overlap_update: bool = False
     clip_coef: float = 0.2
-    ent_coef: float = 0.01
+    ent_coef: float | None = None
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
     net_arch: list[int] | None = None
@@ -131,6 +136,8 @@ class PPOConfig(ArmFeedback):
         self.policy = resolve_policy(self.policy, self.env_id)
         if self.net_arch is None:
             self.net_arch = default_net_arch(self.policy)
+        if self.ent_coef is None:
+            self.ent_coef = DEFAULT_ENT_COEF[self.policy]
         if len(self.net_arch) != 2 or self.net_arch[0] != self.net_arch[1]:
             raise ValueError(
                 f"the torch trainer has two hidden layers of one width, got {list(self.net_arch)}"

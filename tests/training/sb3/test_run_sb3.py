@@ -198,3 +198,34 @@ def test_a_resumed_run_reports_each_round_s_trend_once(tmp_path, stopped):
     # report from its saved episodes would repeat round 1's).
     assert len(final["controller"]["schedule"]["rule"]["values"]) == 3
     assert final["pending_report"] is not None  # the run ended after training on round 3
+
+
+def test_the_entity_policy_trains_with_maskable_ppo_and_validates_within_the_masks(
+    tmp_path, monkeypatch
+):
+    from sb3_contrib import MaskablePPO
+
+    from feedbackgym.training.sb3 import entity_policy
+
+    config = dataclasses.replace(
+        _config(tmp_path, "shaping", steps=128, net_arch=(16, 16)),
+        env_id="feedbackgym/OpsIncidentEasy-v2",
+        env_kwargs={},
+        policy="entity",
+    )
+    assert config.policy == "entity"
+    played = []
+    predict = entity_policy.masked_predict
+
+    def watched(model, observations, deterministic=False):
+        actions = predict(model, observations, deterministic)
+        played.extend(obs[entity_policy.MASK_KEY][a] for obs, a in zip(observations, actions))
+        return actions
+
+    monkeypatch.setattr(entity_policy, "masked_predict", watched)
+    state = train_run(config)
+    assert state["timesteps"] == 128
+    assert played and all(played)  # validation drew every action within its env's mask
+    model = rollback(tmp_path / "shaping")
+    assert isinstance(model, MaskablePPO)
+    assert isinstance(model.policy.features_extractor, entity_policy.EntityExtractor)
