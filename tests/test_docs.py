@@ -53,9 +53,12 @@ def test_readme_python_examples_run():
 def test_feedback_and_training_doc_examples_run():
     feedback = run_python_blocks((ROOT / "docs" / "feedback.md").read_text())
     assert "Hint: first" in feedback[0] and "try to" in feedback[0]
-    trainer = run_python_blocks((ROOT / "docs" / "training.md").read_text())[0].splitlines()
+    outputs = run_python_blocks((ROOT / "docs" / "training.md").read_text())
+    trainer = outputs[0].splitlines()
     assert len(trainer) == 12 and trainer[0].split()[2] == "guide"  # "Bring your own trainer"
     assert trainer[-1].split()[2] == "review" and " reviews  0 " not in trainer[-1]
+    page = (ROOT / "docs" / "training.md").read_text()
+    assert f"```\n{outputs[1]}```" in page  # "Declaring a view": its output, as the page shows it
 
 
 def test_control_doc_examples_run():

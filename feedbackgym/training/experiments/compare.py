@@ -290,7 +290,22 @@ def run_comparison(
         runs,
         title=f"{config.env_id}: {config.seeds} seeds per arm",
         planned_switch=config.planned_switch(),
-        notes=[] if overlap is None else [overlap],
+        notes=[_policy_note(base), *([] if overlap is None else [overlap])],
+    )
+
+
+def _policy_note(base: RunConfig) -> str:
+    """The line of ``results.md`` that names what every run trained.
+
+    Example:
+        >>> base = RunConfig(env_id="feedbackgym/OpsIncidentEasy-v2", arm="shaping", seed=0,
+        ...                  total_steps=4096, out_dir="out")
+        >>> _policy_note(base)
+        'torch trainer, entity policy (widths [32, 32]), entropy coefficient 0.03'
+    """
+    return (
+        f"{base.trainer} trainer, {base.policy} policy (widths {base.net_arch}), "
+        f"entropy coefficient {base.ent_coef:g}"
     )
 
 
