@@ -1,5 +1,6 @@
 """The entity policy: its view of an observation, equivariance, masks, any preset's positions."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 
 import feedbackgym
 from feedbackgym.entity_view import EntityLayout, EntityView, entity_view_of
+from feedbackgym.errors import ConfigError
 from feedbackgym.training.common.entity_network import (
     EntityAgent,
     MaskedSampler,
@@ -61,7 +63,9 @@ def test_the_layout_cuts_a_flat_batch_into_the_declared_parts():
     entities, present, relations, globals_ = layout.split(flat)
     assert entities.shape == (2, 8, layout.widths["entity"])
     assert relations.shape == (2, 8, 8, 2) and globals_.shape == (2, layout.widths["globals"])
-    calls = env.unwrapped._rows.field("calls").reshape(8, 8)  # the last episode's, as the env has it
+    calls = env.unwrapped._rows.field("calls").reshape(
+        8, 8
+    )  # the last episode's, as the env has it
     np.testing.assert_array_equal(relations[1, :, :, 0], calls)
     np.testing.assert_array_equal(present[1], env.unwrapped._rows.field("present"))
 
@@ -187,3 +191,23 @@ def test_an_easy_checkpoint_plays_hard_with_its_weights_unchanged(tmp_path):
     assert all(torch.equal(agent.state_dict()[k], v) for k, v in weights.items())
     with pytest.raises(PolicyMismatchError, match="an entity policy needs an env"):
         load_agent(best)
+
+
+def test_an_entity_run_resumes_and_refuses_another_policy(tmp_path):
+    config = RunConfig(
+        env_id=EASY,
+        arm="shaping",
+        seed=0,
+        total_steps=128,
+        out_dir=str(tmp_path / "run"),
+        n_envs=2,
+        n_steps=32,
+        eval_every=2,
+        eval_episodes=2,
+        device="cpu",
+    )
+    train_run(config)
+    longer = train_run(dataclasses.replace(config, total_steps=256), resume=True)
+    assert longer["timesteps"] == 256
+    with pytest.raises(ConfigError, match=r"policy: 'entity' -> 'mlp'"):
+        train_run(dataclasses.replace(config, total_steps=384, policy="mlp"), resume=True)

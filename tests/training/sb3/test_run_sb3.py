@@ -219,7 +219,8 @@ def test_the_entity_policy_trains_with_maskable_ppo_and_validates_within_the_mas
 
     def watched(model, observations, deterministic=False):
         actions = predict(model, observations, deterministic)
-        played.extend(obs[entity_policy.MASK_KEY][a] for obs, a in zip(observations, actions))
+        pairs = zip(observations, actions, strict=True)
+        played.extend(obs[entity_policy.MASK_KEY][action] for obs, action in pairs)
         return actions
 
     monkeypatch.setattr(entity_policy, "masked_predict", watched)
