@@ -68,6 +68,22 @@ def test_play_passes_kwargs_and_shows_progress_on_long_runs():
         ),
         (["play", "feedbackgym/OpsIncident-v0", "--kwarg", "colour=red"], "bad keyword argument"),
         (["play", "feedbackgym/OpsIncident-v0", "--kwarg", "novalue"], "KEY=VALUE"),
+        (
+            [
+                "train",
+                "--env",
+                "feedbackgym/OpsIncidentEasy-v0",
+                "--steps",
+                "64",
+                "--policy",
+                "entity",
+            ],
+            "feedbackgym/OpsIncidentEasy-v0 declares none (use policy 'mlp')",
+        ),
+        (
+            ["play", "feedbackgym/OpsIncidentEasy-v2", "--checkpoint", "no/such/best.pt"],
+            "no checkpoint no/such/best.pt",
+        ),
     ],
 )
 def test_errors_name_what_was_wrong(args, message):
