@@ -165,20 +165,23 @@ def test_text_joins_the_globals():
         learner.envs.close()
 
 
-def test_an_easy_checkpoint_plays_hard_with_its_weights_unchanged(tmp_path):
-    config = RunConfig(
+def _easy_run(out_dir, **settings):
+    """A short torch run of shaping on easy-v2 (the entity policy by default), two envs."""
+    return RunConfig(
         env_id=EASY,
         arm="shaping",
         seed=0,
-        total_steps=256,
-        out_dir=str(tmp_path / "easy"),
+        out_dir=str(out_dir),
         n_envs=2,
-        n_steps=64,
         eval_every=2,
         eval_episodes=2,
         device="cpu",
+        **settings,
     )
-    train_run(config)
+
+
+def test_an_easy_checkpoint_plays_hard_with_its_weights_unchanged(tmp_path):
+    train_run(_easy_run(tmp_path / "easy", total_steps=256, n_steps=64))
     saved = json.loads((tmp_path / "easy" / "config.json").read_text())
     assert (saved["policy"], saved["net_arch"]) == ("entity", [32, 32])
     best = tmp_path / "easy" / "checkpoints" / "best.pt"
@@ -194,18 +197,7 @@ def test_an_easy_checkpoint_plays_hard_with_its_weights_unchanged(tmp_path):
 
 
 def test_an_entity_run_resumes_and_refuses_another_policy(tmp_path):
-    config = RunConfig(
-        env_id=EASY,
-        arm="shaping",
-        seed=0,
-        total_steps=128,
-        out_dir=str(tmp_path / "run"),
-        n_envs=2,
-        n_steps=32,
-        eval_every=2,
-        eval_episodes=2,
-        device="cpu",
-    )
+    config = _easy_run(tmp_path / "run", total_steps=128, n_steps=32)
     train_run(config)
     longer = train_run(dataclasses.replace(config, total_steps=256), resume=True)
     assert longer["timesteps"] == 256
