@@ -78,16 +78,15 @@ def make_agent(config: PPOConfig, envs: Any) -> AnyAgent:
     Raises:
         PolicyMismatchError: The entity policy, and the envs declare no entity view.
     """
-    text_length = config.text_length if config.use_text else 0
     assert config.net_arch is not None  # resolved by PPOConfig
     hidden = config.net_arch[0]
-    if config.policy != "entity":
+    if not config.masks:  # the MLP
         obs_size = int(np.prod(envs.single_observation_space.shape))
-        return Agent(obs_size, int(envs.single_action_space.n), hidden, text_length)
+        return Agent(obs_size, int(envs.single_action_space.n), hidden, config.text_columns)
     layout = envs.call("entity_layout")[0]
     if layout is None:
         raise PolicyMismatchError(f"{config.env_id} declares no entity view: use policy 'mlp'")
-    return EntityAgent(layout, hidden, text_length=text_length)
+    return EntityAgent(layout, hidden, text_length=config.text_columns)
 
 
 def check_checkpoint(saved: dict[str, Any], wanted: dict[str, Any]) -> None:

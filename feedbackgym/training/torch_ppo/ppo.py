@@ -244,9 +244,8 @@ def clone_into(
     """Behaviour-clones ``config.bc_episodes`` expert episodes into ``agent``; returns the loss."""
     from feedbackgym.training.common.cloning import collect_expert, fit_log_prob
 
-    text_length = config.text_length if config.use_text else 0
     env = trainer_env(
-        config.env_id, feedback, text_length, masks=config.policy == "entity", **config.env_kwargs
+        config.env_id, feedback, config.text_columns, masks=config.masks, **config.env_kwargs
     )
     try:
         observations, actions = collect_expert(env, config.bc_episodes, config.seed)

@@ -158,6 +158,16 @@ class PPOConfig(ArmFeedback):
         return max(1, self.n_envs * self.n_steps // self.batch_size)
 
     @property
+    def text_columns(self) -> int:
+        """Characters of text the flat observation keeps (0 without ``use_text``)."""
+        return self.text_length if self.use_text else 0
+
+    @property
+    def masks(self) -> bool:
+        """Whether the trainer views append the action masks (the entity policy reads them)."""
+        return self.policy == "entity"
+
+    @property
     def update_settings(self) -> UpdateSettings:
         """What :func:`~.network.ppo_update` needs of these settings."""
         return UpdateSettings(**{f.name: getattr(self, f.name) for f in fields(UpdateSettings)})
@@ -179,14 +189,13 @@ def make_vector_env(
     path and options: each worker's envs share one copy (one shard, or one
     writer process with ``writer="process"``); with a path, each env opens its own.
     """
-    text_length = config.text_length if config.use_text else 0
     build = partial(
         trainer_env,
         config.env_id,
         feedback,
-        text_length,
+        config.text_columns,
         record,
-        masks=config.policy == "entity",
+        masks=config.masks,
         **config.env_kwargs,
     )
     if config.env_backend == "ray":

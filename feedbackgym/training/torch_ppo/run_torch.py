@@ -40,6 +40,7 @@ from feedbackgym.training.common.trainer_names import Progress, RunState
 from feedbackgym.training.common.trainer_view import TrainerView
 from feedbackgym.training.common.validation import (
     Evaluation,
+    Policy,
     evaluate_policy,
     validation_envs,
     validation_seeds,
@@ -58,7 +59,14 @@ with requires_extra("baselines", "torch"):
     import torch
     from torch.utils.tensorboard import SummaryWriter
 
-__all__ = ["load_agent", "play_checkpoint", "ppo_config", "rollback", "train_torch_run"]
+__all__ = [
+    "load_agent",
+    "play_checkpoint",
+    "ppo_config",
+    "rollback",
+    "sampled_policy",
+    "train_torch_run",
+]
 
 
 def ppo_config(config: RunConfig) -> PPOConfig:
@@ -106,13 +114,7 @@ def train_torch_run(
     try:
         envs = make_vector_env(ppo, controller.config, record=store)
         learner = Learner(ppo, envs, controller.config.shaping.gamma, device)
-        text_length = ppo.text_length if ppo.use_text else 0
-        eval_envs = [
-            TrainerView(
-                config.make_eval_env(controller.config), text_length, masks=ppo.policy == "entity"
-            )
-            for _ in range(validation_envs(config))
-        ]
+        eval_envs = _eval_views(config, ppo, controller.config, validation_envs(config))
         book = RoundBook(config, controller, eval_envs, suffix=".pt", progress=progress)
         if first_round > 0:
             learner.load_state_dict(torch.load(book.checkpoint(first_round - 1), weights_only=True))
@@ -149,13 +151,7 @@ def _train_rounds(
     steps_per_round = config.n_envs * config.n_steps
     system = SystemMonitor(steps=first_round * steps_per_round)
     learner.reset(config.seed + first_round * config.n_envs)
-    agent = learner.agent
-
-    def policy(observations: list[Any]) -> list[int]:
-        with torch.inference_mode():
-            actions, *_ = agent.act(torch.as_tensor(np.stack(observations), device=device))
-        return [int(action) for action in actions.tolist()]
-
+    policy = sampled_policy(learner.agent, device)
     if first_round == 0 and config.bc_episodes:
         book.validate_clone(policy)
     for done in train_rounds(learner, controller, first_round, seen=lambda: _rollout(learner)):
@@ -176,6 +172,25 @@ def _train_rounds(
             pending_report=done.trend if last else None,
             log=log,
         )
+
+
+def _eval_views(config: RunConfig, ppo: PPOConfig, feedback: Any, count: int) -> list[TrainerView]:
+    """``count`` validation envs of the run's stack (test split), as its policy reads them."""
+    return [
+        TrainerView(config.make_eval_env(feedback), ppo.text_columns, masks=ppo.masks)
+        for _ in range(count)
+    ]
+
+
+def sampled_policy(agent: AnyAgent, device: torch.device) -> Policy:
+    """The agent as a validation policy: observations, batched, to sampled actions."""
+
+    def policy(observations: list[Any]) -> list[int]:
+        with torch.inference_mode():
+            actions, *_ = agent.act(torch.as_tensor(np.stack(observations), device=device))
+        return [int(action) for action in actions.tolist()]
+
+    return policy
 
 
 def _rollout(learner: Learner) -> dict[str, Any]:
@@ -281,15 +296,8 @@ def play_checkpoint(
     config = RunConfig.from_json(saved.read_text())
     if env_id is not None and env_id != config.env_id:
         config = dataclasses.replace(config, env_id=env_id, eval_episodes=episodes)
-    controller, ppo = config.controller(), ppo_config(config)
-    envs = [
-        TrainerView(
-            config.make_eval_env(controller.config),
-            ppo.text_length if ppo.use_text else 0,
-            masks=ppo.policy == "entity",
-        )
-        for _ in range(min(episodes, validation_envs(config)))
-    ]
+    controller, ppo = config.controller(), ppo_config(config)  # as the run's validation had it
+    envs = _eval_views(config, ppo, controller.config, min(episodes, validation_envs(config)))
     try:
         agent = load_agent(path, envs[0].entity_layout())
         width = int(envs[0].observation_space.shape[0])  # type: ignore[index]
@@ -300,13 +308,8 @@ def play_checkpoint(
                 "entity policy plays any preset)"
             )
         seeds = validation_seeds(envs[0], episodes)
-
-        def policy(observations: list[Any]) -> list[int]:
-            with torch.inference_mode():
-                actions, *_ = agent.act(torch.as_tensor(np.stack(observations)))
-            return [int(action) for action in actions.tolist()]
-
         hidden = FeedbackState(phase="none", guide_weight=0.0, review_weight=0.0)
+        policy = sampled_policy(agent, torch.device("cpu"))
         return evaluate_policy(envs, policy, seeds, hidden), config
     finally:
         for env in envs:
