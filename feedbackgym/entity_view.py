@@ -91,17 +91,6 @@ def entity_view_of(env: Any) -> EntityView | None:
     return view if isinstance(view, EntityView) else None
 
 
-@dataclass(frozen=True)
-class _Widths:
-    """The widths a policy's weights are shaped by (none depends on the entity count)."""
-
-    entity: int
-    relation: int
-    globals: int
-    entity_actions: int
-    global_actions: int
-
-
 @dataclass
 class EntityLayout:
     """Where an :class:`EntityView`'s parts lie in the flat vector of an observation space.
@@ -199,14 +188,13 @@ class EntityLayout:
             >>> EntityLayout(space, EntityView(3, "present", {"present": 1}, (), 2, 1)).widths
             {'entity': 1, 'relation': 0, 'globals': 0, 'entity_actions': 2, 'global_actions': 1}
         """
-        widths = _Widths(
-            entity=self.entity_index.shape[1],
-            relation=self.relation_index.shape[2],
-            globals=len(self.global_index),
-            entity_actions=self.view.entity_actions,
-            global_actions=self.view.global_actions,
-        )
-        return dict(widths.__dict__)
+        return {
+            "entity": self.entity_index.shape[1],
+            "relation": self.relation_index.shape[2],
+            "globals": len(self.global_index),
+            "entity_actions": self.view.entity_actions,
+            "global_actions": self.view.global_actions,
+        }
 
     @property
     def indices(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -185,16 +185,15 @@ def build_agent(shape: dict[str, Any], layout: EntityLayout | None = None) -> An
     if layout is None:
         raise PolicyMismatchError("an entity policy needs an env that declares an entity view")
     widths = settings.pop("widths")
-    agent = EntityAgent(
+    if layout.widths != widths:
+        raise PolicyMismatchError(
+            f"the checkpoint's widths {widths} are not the env's ({layout.widths})"
+        )
+    return EntityAgent(
         layout,
         settings.pop("hidden"),
         **{**settings, "critic_columns": tuple(settings["critic_columns"])},
     )
-    if agent.shape["widths"] != widths:
-        raise PolicyMismatchError(
-            f"the checkpoint's widths {widths} are not the env's ({layout.widths})"
-        )
-    return agent
 
 
 def rollout_sampler(agent: AnyAgent) -> Any:
