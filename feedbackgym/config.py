@@ -49,7 +49,13 @@ __all__ = [
     "DEFAULT_DEADLINE_MS",
     "EXPLORE_ARM",
     "FAILURE_HINTS_SUFFIX",
+    "HINT_FIELDS",
+    "REVIEW_FIELDS",
     "LLM_ONLY_SUFFIXES",
+    "VECTOR_ONLY_SUFFIXES",
+    "CRITIC_HINTS_SUFFIX",
+    "CURRICULUM_SUFFIX",
+    "CurriculumConfig",
     "REEXPLORE_SUFFIX",
     "SHAPING_SUFFIX",
     "AdaptiveConfig",
@@ -81,6 +87,17 @@ spec's latency budget is 100 ms from trajectory to feedback)."""
 
 GuideChannel = Literal["text", "vector", "info"]
 ReviewChannel = Literal["text", "vector", "info", "credit"]
+HINT_FIELDS: tuple[str, ...] = ("hint_next", "hint_present", "hint_targets", "hint_kind")
+"""The observation keys the guide's ``vector`` channel adds (``hint_targets`` and ``hint_kind``
+where the env names targets and subgoal kinds): what ``guide.reader = "critic"`` keeps from the
+actor."""
+REVIEW_FIELDS: tuple[str, ...] = ("review_reached", "review_flag", "review_present")
+"""The observation keys the review's ``vector`` channel adds (a summary of the previous
+episode): what ``review.reader = "critic"``, the default, keeps from the actor."""
+VectorReader = Literal["actor", "critic"]
+"""Who reads a ``vector`` channel in the vector trainers' networks: ``"actor"`` (the policy
+and the value function) or ``"critic"`` (the value function alone: the policy's input
+carries none of it, so the policy cannot come to depend on it)."""
 HintLevel = Literal["phase", "target", "action"]
 """What a hint or review may disclose (:data:`feedbackgym.core.HINT_LEVELS`)."""
 
@@ -118,6 +135,16 @@ FAILURE_HINTS_SUFFIX = "+failure-hints"
 """An arm with a guide named with this suffix hints only in episodes that start where
 the policy recently failed (``guide.when = "after-failure"``, no dropout)."""
 
+CURRICULUM_SUFFIX = "+curriculum"
+"""An arm named with this suffix trains on a curriculum of tasks the controller widens
+towards the env's preset as training success rises (the ``curriculum`` section, see
+:class:`CurriculumConfig`), whoever speaks; validation plays the preset."""
+
+CRITIC_HINTS_SUFFIX = "+critic-hints"
+"""An arm with a guide named with this suffix feeds the hints to the critic only
+(``guide.reader = "critic"``): the actor's input carries no hint, so the policy it learns
+plays the same with hints shown or masked; every episode is hinted (no dropout)."""
+
 DISTILL_SUFFIX = "+distill"
 """An arm with a guide or a review named with this suffix has the language-model trainer
 distil the model reading the hint or review (the teacher) into the model without it, on
@@ -125,13 +152,19 @@ the model's own failed episodes (``train-llm`` only: it sets no feedback section
 
 ARM_MODIFIERS: dict[str, dict[str, Any]] = {
     REEXPLORE_SUFFIX: {"reexplore": {}},
+    CURRICULUM_SUFFIX: {"curriculum": {}},
     FAILURE_HINTS_SUFFIX: {"guide": {"when": "after-failure", "dropout": 0.0}},
     DISTILL_SUFFIX: {},
+    CRITIC_HINTS_SUFFIX: {"guide": {"reader": "critic", "dropout": 0.0}},
 }
 """What each arm suffix after ``+shaping`` sets, in the order the suffixes are written."""
 
 LLM_ONLY_SUFFIXES: tuple[str, ...] = (DISTILL_SUFFIX,)
 """The suffixes only the language-model trainer acts on (the other trainers refuse them)."""
+VECTOR_ONLY_SUFFIXES: tuple[str, ...] = (CRITIC_HINTS_SUFFIX, CURRICULUM_SUFFIX)
+"""The suffixes only the vector trainers (torch, SB3) act on (``train-llm`` refuses them): a
+language model reads its hints in the prompt and has no critic to hand them to, and its
+rounds are too few for the curriculum's moving average."""
 
 _BASE_ARMS: dict[str, tuple[str, bool]] = {
     **{
@@ -151,8 +184,9 @@ def _modified_arms() -> dict[str, tuple[str, tuple[str, ...]]]:
         itertools.combinations(ARM_MODIFIERS, count) for count in range(1, len(ARM_MODIFIERS) + 1)
     ):
         for base, (speakers, _) in _BASE_ARMS.items():
-            if FAILURE_HINTS_SUFFIX in suffixes and "guide" not in ARM_SPEAKERS[speakers]:
-                continue  # no guide to gate
+            guided = "guide" in ARM_SPEAKERS[speakers]
+            if {FAILURE_HINTS_SUFFIX, CRITIC_HINTS_SUFFIX} & set(suffixes) and not guided:
+                continue  # no guide to gate or to hand to the critic
             if DISTILL_SUFFIX in suffixes and not ARM_SPEAKERS[speakers]:
                 continue  # no hint or review to distil
             arms[base + "".join(suffixes)] = (base, suffixes)
@@ -162,8 +196,10 @@ def _modified_arms() -> dict[str, tuple[str, tuple[str, ...]]]:
 BASE_ARMS: tuple[str, ...] = tuple(_BASE_ARMS)
 """The arms without a suffix of :data:`ARM_MODIFIERS`."""
 ARM_SUFFIX_HELP = (
-    f"each optionally followed by {REEXPLORE_SUFFIX}, with a guide {FAILURE_HINTS_SUFFIX} and, "
-    f"with a guide or a review, {DISTILL_SUFFIX} (train-llm only)"
+    f"each optionally followed by {REEXPLORE_SUFFIX}, {CURRICULUM_SUFFIX}, with a guide "
+    f"{FAILURE_HINTS_SUFFIX}, "
+    f"with a guide or a review {DISTILL_SUFFIX} (train-llm only), and with a guide "
+    f"{CRITIC_HINTS_SUFFIX} (vector trainers only), in that order"
 )
 """How the arm suffixes are written, for messages."""
 
@@ -185,6 +221,7 @@ for _name, (_base, _suffixes) in _ARMS.items():
         **({} if _BASE_ARMS[_base][1] else {"shaping": {"scale": 0.0}}),
         "explore": {} if _base.removesuffix(SHAPING_SUFFIX) == EXPLORE_ARM else None,
         "reexplore": None,
+        "curriculum": None,
     }
     for _suffix in _suffixes:
         for _section, _values in ARM_MODIFIERS[_suffix].items():
@@ -305,6 +342,9 @@ class GuideConfig(_Generated):
             ``"phase"`` (default: the kind of next step, only observed services),
             ``"target"`` (the hidden target) or ``"action"`` (the expert's action).
         channels: Where hints go.
+        reader: Who reads the ``vector`` channel in the vector trainers' networks
+            (:data:`VectorReader`): ``"actor"`` (default) or ``"critic"`` (the
+            value function only; :data:`CRITIC_HINTS_SUFFIX`).
 
     The defaults are the training recipe the arms use (half the episodes
     unguided); :class:`~feedbackgym.wrappers.AddGuide` alone hints in every
@@ -318,6 +358,7 @@ class GuideConfig(_Generated):
     when: Literal["always", "after-failure"] = "always"
     level: HintLevel = "phase"
     channels: tuple[GuideChannel, ...] = ("info",)
+    reader: VectorReader = "actor"
 
 
 class ReviewConfig(_Generated):
@@ -336,12 +377,16 @@ class ReviewConfig(_Generated):
         level: What a review may disclose, as the guide's ``level``: ``"phase"``
             (default), ``"target"`` or ``"action"`` (adds the expert's action).
         channels: Where reviews go.
+        reader: Who reads the ``vector`` channel in the vector trainers' networks:
+            ``"critic"`` (default: a review describes the previous episode, so it
+            informs the value, not the next action) or ``"actor"``.
     """
 
     window: int = Field(40, ge=1)
     stall_steps: int = Field(8, ge=1)
     level: HintLevel = "phase"
     channels: tuple[ReviewChannel, ...] = ("info",)
+    reader: VectorReader = "critic"
 
 
 def _in_order(section: Any, *pairs: tuple[str, str]) -> Any:
@@ -516,6 +561,44 @@ class RetentionConfig(_Section):
         return self
 
 
+class CurriculumConfig(_Section):
+    """The task curriculum the controller drives (see :mod:`feedbackgym.feedback.curriculum`).
+
+    Training envs play tasks of a *width* in ``[0, 1]``: 0 is the env family's
+    easiest preset, 1 the env's own preset, and the knobs between (services,
+    hops, misleading alerts, faults, ...) are interpolated (an env takes a width
+    through ``set_curriculum``). The width starts at ``start``; each round the
+    training success at the width in force feeds a moving average (weight
+    ``smoothing``), and after at least ``min_rounds`` rounds at a width the rule
+    widens by ``step`` when the average is over ``widen_above`` and narrows by
+    ``step`` when it is under ``narrow_below``: training batches sit where
+    episodes both succeed and fail, so that they carry signal. Validation and
+    evaluation always play the preset's test split, never the curriculum's width.
+
+    Attributes:
+        start: The width of the first round.
+        step: How far one move widens or narrows.
+        widen_above: Smoothed training success over which the width grows.
+        narrow_below: Smoothed training success under which it shrinks.
+        smoothing: The weight of each round in the moving average.
+        min_rounds: Rounds at a width before it may move again.
+        group: Episodes a group counts when the share of groups that carry signal
+            (``1 - p^group - (1 - p)^group`` at success ``p``) is logged.
+    """
+
+    start: float = Field(0.0, ge=0.0, le=1.0)
+    step: float = Field(0.25, gt=0.0, le=1.0)
+    widen_above: float = Field(0.7, ge=0.0, le=1.0)
+    narrow_below: float = Field(0.1, ge=0.0, le=1.0)
+    smoothing: float = Field(0.3, gt=0.0, le=1.0)
+    min_rounds: int = Field(3, ge=1)
+    group: int = Field(8, ge=2)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> CurriculumConfig:
+        return _in_order(self, ("narrow_below", "widen_above"))
+
+
 class RelianceConfig(_Section):
     """The guide-dependence rule (see :class:`feedbackgym.control.RelianceRule`).
 
@@ -606,6 +689,9 @@ class FeedbackConfig(_Section):
     """The count-based exploration bonus, or ``None`` (the default) for none."""
     reexplore: ReexploreConfig | None = None
     """Restarts from reviewed states or along demonstrations, or ``None`` (the default)."""
+    curriculum: CurriculumConfig | None = None
+    """The task curriculum of the training envs, or ``None`` (the default): every
+    training episode plays the env's own preset."""
     retention: RetentionConfig = RetentionConfig()
     reliance: RelianceConfig | None = None
     """The guide-dependence rule, which moves ``guide.dropout`` at each validation,
@@ -657,8 +743,24 @@ class FeedbackConfig(_Section):
         return self
 
     def space_fields(self) -> tuple[Any, ...]:
-        """The fields that shape observation spaces, which cannot change mid-run."""
-        return (self.guide.channels, self.review.channels)
+        """The fields that shape observation spaces and networks, which cannot change mid-run."""
+        return (self.guide.channels, self.review.channels, self.guide.reader, self.review.reader)
+
+    def critic_fields(self) -> tuple[str, ...]:
+        """The observation keys only the critic reads (the ``vector`` channels read by ``critic``).
+
+        Example:
+            >>> FeedbackConfig.for_arm("guide+shaping+critic-hints").critic_fields()[:2]
+            ('hint_next', 'hint_present')
+            >>> FeedbackConfig.for_arm("guide+shaping").critic_fields()
+            ('review_reached', 'review_flag', 'review_present')
+        """
+        fields: tuple[str, ...] = ()
+        if self.guide.reader == "critic":
+            fields += HINT_FIELDS
+        if self.review.reader == "critic":
+            fields += REVIEW_FIELDS
+        return fields
 
     def origin_fields(self) -> tuple[Any, ...]:
         """Where feedback comes from (generators, sources), fixed when the envs are made."""

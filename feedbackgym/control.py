@@ -2,8 +2,9 @@
 
 A :class:`FeedbackController` owns everything that decides the feedback during
 training: the schedule (with its adaptive rule), the guide-dependence rule
-(:class:`RelianceRule`, when the config has one), the config watcher, the
-reward-drop alert and the round counter. Each round the trainer calls
+(:class:`RelianceRule`, when the config has one), the task curriculum
+(:class:`~feedbackgym.feedback.curriculum.CurriculumRule`, when it has one), the
+config watcher, the reward-drop alert and the round counter. Each round the trainer calls
 :meth:`FeedbackController.update` with the last round's trend; the controller
 computes one :class:`~feedbackgym.protocol.FeedbackState` and pushes it to every
 env it drives through one env method, ``set_feedback_state`` (see
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from feedbackgym.config import AlertConfig, ConfigWatcher, FeedbackConfig, RelianceConfig
+from feedbackgym.feedback.curriculum import CurriculumRule
 from feedbackgym.protocol import SET_FEEDBACK_STATE, FeedbackState, call_envs
 from feedbackgym.schedules import Schedule, schedule_from_config
 from feedbackgym.webhook import Webhook
@@ -278,6 +280,8 @@ class FeedbackController:
         schedule: The schedule (with its adaptive rule).
         reliance: The guide-dependence rule, or ``None`` (the config has none):
             fed each validation's hint reliance (:meth:`report_reliance`).
+        curriculum: The task curriculum, or ``None`` (the config has none): fed
+            each round's training ``success`` (:meth:`report`).
         alert: The reward-drop alert, fed each reported ``mean_return``.
         state: The last state computed.
         alert_fired: Whether the last report fired the alert.
@@ -310,6 +314,7 @@ class FeedbackController:
             schedule if schedule is not None else schedule_from_config(self.config.schedule)
         )
         self.reliance = _reliance_rule(self.config)
+        self.curriculum = _curriculum_rule(self.config)
         self.alert = alert if alert is not None else RewardDropAlert(config=self.config.alert)
         self.alert_fired = False
         self.round = 0
@@ -356,14 +361,18 @@ class FeedbackController:
             config_version=self.config_version,
             config=self._config_in_force() if self._pushes_config else None,
             config_changes=tuple(self.config_changes),
+            curriculum=self.curriculum.width if self.curriculum is not None else None,
         )
 
     def report(self, **metrics: float) -> None:
         """Reports the trend of the round in progress (``loss``, ``mean_return``, ``success``).
 
-        It feeds the schedule's adaptive rule and the reward-drop alert.
+        It feeds the schedule's adaptive rule, the reward-drop alert and the
+        curriculum (its training ``success``).
         """
         self.schedule.report(self.progress, **metrics)
+        if self.curriculum is not None and "success" in metrics:
+            self.curriculum.observe(float(metrics["success"]))
         mean_return = metrics.get("mean_return")
         self.alert_fired = mean_return is not None and self.alert.update(
             self.round, float(mean_return)
@@ -440,6 +449,8 @@ class FeedbackController:
             self.schedule = schedule_from_config(new.schedule)
         if (new.reliance, new.guide.dropout) != (self.config.reliance, self.config.guide.dropout):
             self.reliance = _reliance_rule(new)  # the rule starts again from the new dropout
+        if new.curriculum != self.config.curriculum:
+            self.curriculum = _curriculum_rule(new)  # the curriculum starts again from its start
         self.config = new
         logger.info(
             "feedback config version %d applied from round %d", self.config_version, self.round
@@ -454,6 +465,7 @@ class FeedbackController:
             "alert": self.alert.state_dict(),
             "alert_fired": self.alert_fired,
             "reliance": self.reliance.state_dict() if self.reliance is not None else None,
+            "curriculum": self.curriculum.state_dict() if self.curriculum is not None else None,
             "config_version": self.config_version,
             "config_changes": self.config_changes,
         }
@@ -470,6 +482,8 @@ class FeedbackController:
         self.alert_fired = bool(state.get("alert_fired", False))
         if self.reliance is not None and state.get("reliance"):
             self.reliance.load_state_dict(state["reliance"])
+        if self.curriculum is not None and state.get("curriculum"):
+            self.curriculum.load_state_dict(state["curriculum"])
         if self.watcher is not None and state.get("config_version"):
             self.watcher.version = int(state["config_version"])
             self.watcher.changes = [dict(change) for change in state.get("config_changes", [])]
@@ -497,3 +511,8 @@ def _reliance_rule(config: FeedbackConfig) -> RelianceRule | None:
     if config.reliance is None:
         return None
     return RelianceRule(config.reliance, config.guide.dropout)
+
+
+def _curriculum_rule(config: FeedbackConfig) -> CurriculumRule | None:
+    """The curriculum ``config.curriculum`` describes (``None``: off)."""
+    return CurriculumRule(config.curriculum) if config.curriculum is not None else None

@@ -196,6 +196,27 @@ class EntityLayout:
             "global_actions": self.view.global_actions,
         }
 
+    def feature_columns(self, keys: tuple[str, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """Where ``keys``' values lie among the entity features and the globals.
+
+        Returns:
+            ``(entity, globals_)``: indices into the ``F`` entity features and the ``G``
+            globals of :meth:`split` that hold a value of one of ``keys`` (keys the
+            observation lacks hold none). Neither depends on the entity count.
+
+        Example:
+            >>> from gymnasium import spaces
+            >>> space = spaces.Dict({"hint_targets": spaces.MultiBinary(2),
+            ...     "present": spaces.MultiBinary(2), "time": spaces.Box(0, 1, (1,))})
+            >>> layout = EntityLayout(space, EntityView(2, "present", {"present": 1}))
+            >>> layout.feature_columns(("hint_targets", "time"))
+            ((0,), (0,))
+        """
+        wanted = {int(c) for key, cols in self._key_columns().items() if key in keys for c in cols}
+        entity = tuple(f for f, column in enumerate(self.entity_index[0]) if column in wanted)
+        globals_ = tuple(g for g, column in enumerate(self.global_index) if column in wanted)
+        return entity, globals_
+
     @property
     def indices(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The four index arrays, in :meth:`split`'s order."""

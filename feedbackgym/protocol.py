@@ -208,6 +208,9 @@ class FeedbackState:
             settings when it differs from the one it applied last.
         config_changes: Every edit of the followed config file so far
             (version, time, applied, reason): recorded with each episode.
+        curriculum: The width of the training tasks (``[0, 1]``; 1: the env's own
+            preset), or ``None`` without a curriculum (see
+            :class:`~feedbackgym.feedback.curriculum.CurriculumRule`).
 
     Example:
         >>> state = FeedbackState("guide", 1.0, 0.0)
@@ -225,6 +228,7 @@ class FeedbackState:
     config_version: int = 0
     config: FeedbackConfig | None = field(default=None, compare=False)
     config_changes: tuple[dict[str, Any], ...] = field(default=(), compare=False)
+    curriculum: float | None = None
 
     def masked(self, masked: bool = True) -> FeedbackState:
         """This state with hints masked (or shown again)."""
@@ -241,6 +245,7 @@ class FeedbackState:
             "progress": self.progress,
             "switch_at": self.switch_at,
             "config_version": self.config_version,
+            "curriculum": self.curriculum,
         }
 
 

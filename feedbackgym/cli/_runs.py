@@ -182,12 +182,11 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         help="decay PPO's learning rate linearly to 0 over each run (default: constant)",
     )
     parser.add_argument(
-        "--no-review-credit",
-        dest="review_credit",
-        action="store_false",
+        "--review-credit",
+        action=argparse.BooleanOptionalAction,
         default=None,
-        help="review arms: leave the reviews' credit out of the rewards the learner trains on "
-        "(default: added; an ablation)",
+        help="review arms: add the reviews' per-step credit to the rewards the learner trains "
+        "on (default: off; it changes the objective at the switch to reviews)",
     )
     parser.add_argument(
         "--time-limit-terminal",

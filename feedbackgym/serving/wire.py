@@ -82,6 +82,12 @@ class FeedbackStateFields(BaseModel):
     hints_masked: bool = Field(default=False, description="Withhold every hint (validation)")
     round: int = Field(default=0, ge=0, description="The trainer's round")
     progress: float = Field(default=0.0, description="Where training is, in the schedule's unit")
+    curriculum: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="The curriculum's task width (1: the env's own preset); null: none",
+    )
 
 
 class FeedbackSessionState(State):

@@ -4,6 +4,7 @@ Stack them as ``FadeGuideToReview(AddReview(AddGuide(ShapeWithSubgoals(env))))``
 (shaping optional; ``AddExplorationBonus``, a count-based exploration bonus, goes
 around the shaping); ``WithSubgoals`` makes a third-party env guidable;
 ``Reexplore`` (opt-in) restarts episodes from states a review flagged;
+``WidenTasks`` (innermost) plays each episode at the curriculum's width;
 ``RecordTrajectories`` (outermost) records episodes to an HDF5 trajectory store,
 and loads h5py only when first used.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from feedbackgym.wrappers.curriculum import WidenTasks
 from feedbackgym.wrappers.explore import AddExplorationBonus
 from feedbackgym.wrappers.guide import AddGuide
 from feedbackgym.wrappers.reexplore import Reexplore
@@ -32,6 +34,7 @@ __all__ = [
     "Reexplore",
     "ShapeWithSubgoals",
     "SubgoalContext",
+    "WidenTasks",
     "WithSubgoals",
 ]
 

@@ -11,6 +11,7 @@ from feedbackgym.control import FeedbackController
 from feedbackgym.protocol import FeedbackState, FeedbackStats
 from feedbackgym.schedules import Schedule, TrendRule, make_schedule
 from feedbackgym.wrappers.common import feedback_info, find_wrapper
+from feedbackgym.wrappers.curriculum import WidenTasks
 from feedbackgym.wrappers.explore import AddExplorationBonus, bonus_kwargs
 from feedbackgym.wrappers.guide import AddGuide
 from feedbackgym.wrappers.reexplore import Reexplore
@@ -41,7 +42,8 @@ class FadeGuideToReview(
     A state that carries a config (``state.config``) different from the one in
     force reconfigures the guide, the review, the shaping, the exploration
     bonus and the restarts (hot reload). An inner
-    :class:`~feedbackgym.wrappers.Reexplore` learns where training is from each state.
+    :class:`~feedbackgym.wrappers.Reexplore` learns where training is from each state,
+    and an inner :class:`~feedbackgym.wrappers.WidenTasks` its curriculum width.
 
     Args:
         env: The env, wrapped in :class:`AddGuide` and/or :class:`AddReview`.
@@ -87,6 +89,7 @@ class FadeGuideToReview(
         self._shaping = find_wrapper(env, ShapeWithSubgoals)
         self._explore = find_wrapper(env, AddExplorationBonus)
         self._reexplore = find_wrapper(env, Reexplore)
+        self._widen = find_wrapper(env, WidenTasks)
         if fade_shaping and self._shaping is None:
             raise ValueError("fade_shaping needs ShapeWithSubgoals inside FadeGuideToReview")
         self._fade_shaping = fade_shaping
@@ -126,6 +129,8 @@ class FadeGuideToReview(
             self._shaping.set_shaping(
                 gamma=self._shaping.gamma, scale=self._shaping_scale * state.guide_weight
             )
+        if self._widen is not None:
+            self._widen.set_width(state.curriculum)
         if self._reexplore is not None:
             schedule = self._config.schedule if self._config is not None else None
             total = schedule.total if schedule is not None else getattr(self.schedule, "total", 1)

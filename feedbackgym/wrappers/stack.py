@@ -22,6 +22,7 @@ from feedbackgym.config import (
     load_config,
 )
 from feedbackgym.errors import ConfigError
+from feedbackgym.wrappers.curriculum import WidenTasks
 from feedbackgym.wrappers.explore import AddExplorationBonus, bonus_kwargs
 from feedbackgym.wrappers.guide import AddGuide
 from feedbackgym.wrappers.reexplore import Reexplore
@@ -100,11 +101,16 @@ def make(
     """
     config = resolve_feedback(feedback)
     env = gym.make(env_id, **env_kwargs) if isinstance(env_id, str) else env_id
-    # Each section's fields are its wrapper's keyword arguments, by design.
+    # Each section's fields are its wrapper's keyword arguments, by design; ``reader`` is the
+    # trainers' (which network reads a vector channel), not the stack's.
+    env = WidenTasks(env)  # the curriculum's width, handed on by FadeGuideToReview
     env = ShapeWithSubgoals(env, **config.shaping.model_dump())
     env = AddExplorationBonus(env, **bonus_kwargs(config.explore))
-    env = AddGuide(env, **_generator_as(config.guide.model_dump(), "guide"))
-    env = AddReview(env, **_generator_as(config.review.model_dump(), "reviewer"))
+    guide, review = (
+        section.model_dump(exclude={"reader"}) for section in (config.guide, config.review)
+    )
+    env = AddGuide(env, **_generator_as(guide, "guide"))
+    env = AddReview(env, **_generator_as(review, "reviewer"))
     env = Reexplore(env, config.reexplore)
     followed = isinstance(feedback, (str, Path)) and feedback not in ARM_PRESETS
     env = FadeGuideToReview(

@@ -129,16 +129,16 @@ def test_the_reliance_rule_flag_turns_the_rule_on_with_the_file_s_settings(tmp_p
         merge_config(FeedbackConfig(), low)
 
 
-def test_no_review_credit_reaches_every_run_of_a_comparison_and_a_single_run(tmp_path):
+def test_review_credit_is_off_by_default_and_its_flag_reaches_every_run(tmp_path):
     from feedbackgym.cli import _parser
     from feedbackgym.cli.compare import _comparison_config
 
     base = ["compare", "--env", "feedbackgym/OpsIncidentEasy-v0", "--arms", "guide-then-review"]
     base += ["--seeds", "2", "--steps", "2048", "--out", str(tmp_path)]
-    ablated = _comparison_config(_parser().parse_args([*base, "--no-review-credit"]))
-    assert [run.review_credit for run in ablated.run_configs()] == [False, False]
+    credited = _comparison_config(_parser().parse_args([*base, "--review-credit"]))
+    assert [run.review_credit for run in credited.run_configs()] == [True, True]
     default = _comparison_config(_parser().parse_args(base))
-    assert all(run.review_credit for run in default.run_configs())
+    assert not any(run.review_credit for run in default.run_configs())
     train = _parser().parse_args(
         ["train", "--no-review-credit", "--env", "x", "--arm", "review", "--steps", "1"]
     )

@@ -38,6 +38,7 @@ from feedbackgym.envs.incident.scenario import (
     Difficulty,
     IncidentState,
     draw_incident,
+    widened,
 )
 from feedbackgym.envs.incident.subgoals import SUBGOAL_KINDS, build_subgoals
 from feedbackgym.envs.incident.text import MAX_TEXT_LENGTH, render_text
@@ -181,6 +182,8 @@ class IncidentEnv(SimulatorEnv[IncidentState]):
         self.preset = resolve_difficulty(difficulty, knobs)
         self.difficulty = difficulty
         self.preset_name = difficulty if not knobs else "custom"
+        self._own_preset = (self.preset, self.preset_name)
+        """The preset the env was made with (a curriculum width of 1 plays it)."""
         self.split = split
         self.step_limit = self.preset.step_limit
         self._set_common_args(obs_mode=obs_mode, max_steps=self.step_limit, render_mode=render_mode)
@@ -442,6 +445,33 @@ class IncidentEnv(SimulatorEnv[IncidentState]):
         rows["log_pointers"][position, : len(self._slots)] = state.log_pointers[slot, self._slots]
         rows["inspected"][position] = state.inspected[slot]
         self._seen_at[position] = state.seen_at[slot]
+
+    # --- the task curriculum ---------------------------------------------------------------
+
+    def set_curriculum(self, width: float | None) -> None:
+        """Plays incidents of a curriculum ``width`` from the next reset on.
+
+        ``width`` in ``[0, 1]`` interpolates the knobs from the easy preset to
+        the env's own (:func:`~feedbackgym.envs.incident.scenario.widened`); 1
+        or ``None`` plays the env's own preset again. The positions, the action
+        space and the step limit stay the preset's; a widened incident is keyed
+        as a ``custom`` one. Tasks keep to the env's split.
+
+        Raises:
+            ValueError: ``width`` is outside ``[0, 1]``.
+
+        Example:
+            >>> env = IncidentEnv("hard")
+            >>> env.set_curriculum(0.0)
+            >>> _ = env.reset(seed=0)
+            >>> env.preset.faults, len(env._slot_list) <= 8, env.step_limit
+            (1, True, 100)
+        """
+        preset, name = self._own_preset
+        if width is None or width == 1.0:
+            self.preset, self.preset_name = preset, name
+            return
+        self.preset, self.preset_name = widened(preset, width), "custom"
 
     # --- what each version changes ---------------------------------------------------------
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -47,6 +48,7 @@ __all__ = [
     "IncidentState",
     "draw_incident",
     "is_held_out",
+    "widened",
 ]
 
 SPLITS: tuple[str, ...] = ("train", "test")
@@ -140,6 +142,39 @@ PRESETS: dict[str, Difficulty] = {
 }
 """The difficulty presets, easiest first."""
 DIFFICULTIES: tuple[str, ...] = tuple(PRESETS)
+
+
+def widened(target: Difficulty, width: float) -> Difficulty:
+    """``target``'s knobs at a curriculum ``width``: the easy preset's at 0, ``target``'s at 1.
+
+    Each count (services, faults, hops, misleading alerts, recovery steps, api
+    services, waves) is interpolated and rounded, the burn interpolated; the
+    step limit stays ``target``'s (the episode's time limit, which the
+    observation's ``time`` is read against), and no knob goes past ``target``'s.
+
+    Raises:
+        ValueError: ``width`` is outside ``[0, 1]``.
+
+    Example:
+        >>> half = widened(PRESETS["hard"], 0.5)
+        >>> (half.min_services, half.max_services, half.faults, half.misleading_alerts)
+        (7, 10, 2, 1)
+        >>> hard = PRESETS["hard"]
+        >>> widened(hard, 0.0).max_services, widened(hard, 1.0) == hard
+        (8, True)
+    """
+    if not 0.0 <= width <= 1.0:
+        raise ValueError(f"a curriculum width is in [0, 1], got {width}")
+    easiest = PRESETS[DIFFICULTIES[0]]
+    knobs: dict[str, Any] = {}
+    for name in Difficulty.parameters():
+        low, high = getattr(easiest, name), getattr(target, name)
+        between = low + width * (high - low)
+        knobs[name] = between if isinstance(high, float) else int(round(between))
+    knobs["step_limit"] = target.step_limit
+    return Difficulty(**knobs)
+
+
 PRESSURE_GROWTH = 1.0 / 40.0
 """Pressure an unmitigated fault gains per step; the burn grows with it."""
 

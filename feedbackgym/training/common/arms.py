@@ -5,7 +5,8 @@ when their weight is zero), so networks are comparable across arms. Who speaks:
 
 * ``sparse``: no hints or reviews.
 * ``guide``: hints (vector; half the episodes unguided), all training long.
-* ``review``: reviews (vector summary and per-step credit), all training long.
+* ``review``: reviews (a vector summary of the previous episode, read by the critic alone
+  unless ``review.reader`` says ``actor``), all training long.
 * ``guide-then-review``: hints first, then a cross-fade into reviews.
 * ``review-then-guide``: the reverse order.
 * ``explore``: no hints or reviews; a count-based exploration bonus instead, β/√n on
@@ -35,7 +36,13 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from feedbackgym.config import LLM_ONLY_SUFFIXES, FeedbackConfig, arm_suffixes, merge_config
+from feedbackgym.config import (
+    LLM_ONLY_SUFFIXES,
+    VECTOR_ONLY_SUFFIXES,
+    FeedbackConfig,
+    arm_suffixes,
+    merge_config,
+)
 from feedbackgym.control import FeedbackController
 from feedbackgym.errors import ConfigError
 
@@ -89,11 +96,13 @@ class ArmFeedback:
     them alone, no review restarts).
 
     Attributes:
-        own_suffixes: The suffixes of :data:`~feedbackgym.config.LLM_ONLY_SUFFIXES`
-            the trainer acts on; an arm with another one is refused.
+        own_suffixes: The trainer-specific suffixes
+            (:data:`~feedbackgym.config.LLM_ONLY_SUFFIXES`,
+            :data:`~feedbackgym.config.VECTOR_ONLY_SUFFIXES`) the trainer acts on;
+            an arm with another one is refused.
     """
 
-    own_suffixes: ClassVar[tuple[str, ...]] = ()
+    own_suffixes: ClassVar[tuple[str, ...]] = VECTOR_ONLY_SUFFIXES
 
     arm: str
     seed: int
@@ -113,12 +122,17 @@ class ArmFeedback:
         Raises:
             ConfigError: A bad override or arm.
         """
-        foreign = set(arm_suffixes(self.arm)) & set(LLM_ONLY_SUFFIXES) - set(self.own_suffixes)
-        if foreign:
-            raise ConfigError(
-                f"arm {self.arm}: {', '.join(sorted(foreign))} is for the language-model "
-                "trainer (train-llm) only"
-            )
+        for suffix in arm_suffixes(self.arm):
+            if suffix in self.own_suffixes:
+                continue
+            if suffix in LLM_ONLY_SUFFIXES:
+                raise ConfigError(
+                    f"arm {self.arm}: {suffix} is for the language-model trainer (train-llm) only"
+                )
+            if suffix in VECTOR_ONLY_SUFFIXES:
+                raise ConfigError(
+                    f"arm {self.arm}: {suffix} is for the vector trainers (train, compare) only"
+                )
         merged = merge_config(base, self.feedback_overrides, source="run overrides")
         config = arm_config(self.arm, merged, self.rounds)
         if not self.restart_demos:

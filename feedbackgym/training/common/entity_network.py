@@ -17,7 +17,8 @@ pointer head           per-entity logits for each entity verb (``d -> V``): acti
                        ``p * V + v`` is entity ``p``'s verb ``v``
 global head            logits of the global verbs from the pooled embedding
 mask                   the env's action mask, applied before sampling and scoring
-critic                 an MLP on the pooled embedding and the critic-only columns
+critic                 an MLP on the pooled embedding, the critic-only globals, and for
+                       each critic-only entity column the embeddings' mean weighted by it
 =====================  ===================================================================
 
 No weight depends on the entity count: a checkpoint trained with 8 positions
@@ -25,9 +26,13 @@ plays an env with 13. Permuting the positions of an observation permutes the
 per-entity logits the same way and leaves the value unchanged (no positional
 encoding; pooling is a masked mean).
 
-``critic_columns`` (empty by default) name global columns the actor does not
-read and the critic does: the hook through which hints or reviews reach the
-critic alone.
+``critic_columns`` (global columns) and ``critic_entity_columns`` (per-entity
+columns; both empty by default) are what the actor does not read and the critic
+does: how hints and reviews reach the critic alone (``guide.reader`` /
+``review.reader``, :meth:`~feedbackgym.config.FeedbackConfig.critic_fields`). A
+per-entity one, such as the guide's ``hint_targets``, reaches the critic as the
+mean of the embeddings of the entities it marks: the critic learns what the
+hinted service's state is worth, and the actor's input carries no hint.
 
 Example:
     >>> import feedbackgym
@@ -111,6 +116,8 @@ class EntityAgent(nn.Module):
         layers: Attention blocks.
         text_length: Text byte codes between the numeric part and the mask (0: none).
         critic_columns: Global features (indices into the globals) only the critic reads.
+        critic_entity_columns: Entity features (indices into each entity's row) only
+            the critic reads.
 
     Raises:
         PolicyMismatchError: ``hidden`` does not divide by ``heads``, or a critic column
@@ -126,15 +133,18 @@ class EntityAgent(nn.Module):
         layers: int = 1,
         text_length: int = 0,
         critic_columns: tuple[int, ...] = (),
+        critic_entity_columns: tuple[int, ...] = (),
     ) -> None:
         super().__init__()
         widths = layout.widths
         if hidden % heads:
             raise PolicyMismatchError(f"hidden ({hidden}) must divide by heads ({heads})")
-        if any(not 0 <= c < widths["globals"] for c in critic_columns):
-            raise PolicyMismatchError(
-                f"critic_columns {list(critic_columns)} must index the {widths['globals']} globals"
-            )
+        for name, columns, width in (
+            ("critic_columns", critic_columns, widths["globals"]),
+            ("critic_entity_columns", critic_entity_columns, widths["entity"]),
+        ):
+            if any(not 0 <= c < width for c in columns):
+                raise PolicyMismatchError(f"{name} {list(columns)} must index {width} features")
         self.shape: dict[str, Any] = {
             "policy": "entity",
             "widths": widths,
@@ -143,6 +153,11 @@ class EntityAgent(nn.Module):
             "layers": layers,
             "text_length": text_length,
             "critic_columns": list(critic_columns),
+            **(
+                {"critic_entity_columns": list(critic_entity_columns)}
+                if critic_entity_columns
+                else {}
+            ),
         }
         """What rebuilds this agent with a layout of the same widths (kept in checkpoints)."""
         self.text_length = text_length
@@ -154,18 +169,28 @@ class EntityAgent(nn.Module):
         self.register_buffer(
             "critic_globals", torch.as_tensor(critic_columns, dtype=torch.long), persistent=False
         )
+        hidden_columns = set(critic_entity_columns)
+        actor_entity = [c for c in range(widths["entity"]) if c not in hidden_columns]
+        self.actor_entity: torch.Tensor
+        self.critic_entity: torch.Tensor
+        for name, kept in (
+            ("actor_entity", actor_entity),
+            ("critic_entity", critic_entity_columns),
+        ):
+            self.register_buffer(name, torch.as_tensor(kept, dtype=torch.long), persistent=False)
         global_width = len(actor_globals) + (TEXT_EMBEDDING if text_length else 0)
         if text_length:
             self.embedding = nn.Embedding(TEXT_VOCAB, TEXT_EMBEDDING)
-        self.encode_entity = nn.Sequential(_linear(widths["entity"], hidden), nn.ReLU())
+        self.encode_entity = nn.Sequential(_linear(len(actor_entity), hidden), nn.ReLU())
         self.encode_globals = nn.Sequential(_linear(global_width, hidden), nn.ReLU())
         self.blocks = nn.ModuleList(
             _Block(hidden, heads, widths["relation"]) for _ in range(layers)
         )
         self.pointer = _linear(hidden, widths["entity_actions"], 0.01)
         self.global_verbs = _linear(hidden, widths["global_actions"], 0.01)
+        critic_width = hidden * (1 + len(critic_entity_columns)) + len(critic_columns)
         self.critic = nn.Sequential(
-            _linear(hidden + len(critic_columns), hidden), nn.Tanh(), _linear(hidden, 1, 1.0)
+            _linear(critic_width, hidden), nn.Tanh(), _linear(hidden, 1, 1.0)
         )
         self.bind(layout)
 
@@ -186,7 +211,7 @@ class EntityAgent(nn.Module):
         self.n_actions = layout.n_actions
 
     def _parts(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The pooled embedding, the per-entity embeddings and the critic-only columns."""
+        """The pooled embedding, the per-entity embeddings and the critic's own inputs."""
         entities, present, relations, globals_ = self.layout.split(obs, self._gather)
         actor_globals = globals_[:, self.actor_globals]
         if self.text_length:
@@ -196,14 +221,19 @@ class EntityAgent(nn.Module):
             text = (self.embedding(codes) * mask).sum(1) / mask.sum(1).clamp(min=1.0)
             actor_globals = torch.cat([actor_globals, text], dim=1)
         context = self.encode_globals(actor_globals)
-        h = self.encode_entity(entities) + context[:, None]
+        h = self.encode_entity(entities[..., self.actor_entity]) + context[:, None]
         present = present > 0.5
         absent = torch.zeros_like(present, dtype=h.dtype).masked_fill(~present, ABSENT_BIAS)
         for block in self.blocks:
             h = block(h, absent, relations)
         weights = present.to(h.dtype).unsqueeze(-1)
         pooled = (h * weights).sum(1) / weights.sum(1).clamp(min=1.0)  # a mean of the present
-        return pooled, h, globals_[:, self.critic_globals]
+        critic_only = [globals_[:, self.critic_globals]]
+        if len(self.critic_entity):  # each column's marked entities' mean embedding
+            marks = entities[..., self.critic_entity] * weights  # [B, n, C]
+            marked = torch.einsum("bnc,bnd->bcd", marks, h) / marks.sum(1).clamp(min=1.0)[..., None]
+            critic_only.append(marked.flatten(1))
+        return pooled, h, torch.cat(critic_only, dim=1)
 
     def scores(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Unmasked action logits ``[B, A]`` (entity-major, then the global verbs) and the value.

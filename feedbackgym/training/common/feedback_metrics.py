@@ -30,7 +30,11 @@ def feedback_metrics(
     ``reexplore`` section) ``restores_per_round``, ``demo_restores_per_round``,
     ``restored_success`` (the share of restored episodes that succeeded),
     ``replayed_steps`` (steps replayed to reach the restarts, this round),
-    ``restart_pool`` and ``demo_remaining``.
+    ``restart_pool`` and ``demo_remaining``; with a curriculum ``curriculum_width``
+    (the width of the round's tasks), ``curriculum_success`` (its smoothed
+    training success, when one was reported at that width) and
+    ``curriculum_signal`` (the share of groups of its ``group`` episodes that
+    carry signal at the last round's success).
 
     Example:
         >>> metrics = feedback_metrics(FeedbackController(), [], mean_return=None)
@@ -66,6 +70,12 @@ def feedback_metrics(
         metrics["review_latency_p99_ms"] = float(np.percentile(review_latency, 99))
     if mean_return is not None:
         metrics["mean_return"] = mean_return
+    rule = controller.curriculum
+    if rule is not None:
+        metrics["curriculum_width"] = float(rule.width)
+        metrics["curriculum_signal"] = float(rule.signal)
+        if rule.average is not None:
+            metrics["curriculum_success"] = float(rule.average)
     restarts = [s["reexplore"] for s in stats if s.get("reexplore")]
     if controller.config.reexplore is not None and restarts:
         metrics.update(_restart_metrics(restarts))

@@ -83,7 +83,9 @@ class RunConfig(ArmFeedback):
             Envs with slow steps (web, code) run in worker processes either way.
         eval_every: Rounds between validations.
         eval_episodes: Validation seeds per validation.
-        review_credit: Redistribute review credit into PPO's rollout buffer.
+        review_credit: Redistribute review credit into PPO's rollout buffer (off by
+            default: it changes the objective at the switch to reviews, and had no
+            measured effect, ``docs/results/ops_hard_review_credit``).
         bc_episodes: Expert episodes for a behaviour-cloning warm-up (0: none).
         restart_demos: Expert episodes to restart training episodes backwards
             along (0: none; see :class:`~feedbackgym.config.ReexploreConfig`):
@@ -156,7 +158,7 @@ class RunConfig(ArmFeedback):
     subprocess: bool = False
     eval_every: int = 4
     eval_episodes: int = 30
-    review_credit: bool = True
+    review_credit: bool = False
     bc_episodes: int = 0
     restart_demos: int = 0
     learning_rate: float = _DEFAULT.learning_rate

@@ -89,6 +89,23 @@ class FlatLayout:
         self.text_length = text_length
         self.size = offset + text_length
 
+    def columns_of(self, keys: tuple[str, ...]) -> tuple[int, ...]:
+        """The flat columns of the numeric ``keys`` the observation has (others are skipped).
+
+        Example:
+            >>> from gymnasium import spaces
+            >>> space = spaces.Dict({"a": spaces.Discrete(3), "b": spaces.Box(0, 1, (2,))})
+            >>> FlatLayout(space).columns_of(("b", "missing"))
+            (3, 4)
+        """
+        wanted = set(keys)
+        return tuple(
+            column
+            for key, columns, _ in self._parts
+            if key in wanted
+            for column in range(columns.start, columns.stop)
+        )
+
     def flatten(self, obs: Any, out: np.ndarray | None = None) -> np.ndarray:
         """Writes ``obs`` into ``out`` (a new array if ``None``) and returns it."""
         row = np.zeros(self.size, np.float32) if out is None else out
@@ -191,6 +208,10 @@ class TrainerView(gym.Wrapper[np.ndarray, Any, Any, Any]):
         if view is None:
             return None
         return EntityLayout(self.env.observation_space, view)  # type: ignore[arg-type]
+
+    def critic_columns(self, keys: tuple[str, ...]) -> tuple[int, ...]:
+        """The flat columns of ``keys`` (:meth:`FlatLayout.columns_of`): a critic's own."""
+        return self.layout.columns_of(keys)
 
     def take_credits(self) -> list[Credit]:
         """The review credits since the last call (called once a round)."""

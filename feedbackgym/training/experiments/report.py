@@ -45,7 +45,7 @@ from feedbackgym.training.experiments.stats import (
 )
 
 __all__ = [
-    "NO_CREDIT",
+    "WITH_CREDIT",
     "PHASE_GREY",
     "SPEED_PERCENT",
     "FoundRun",
@@ -61,8 +61,10 @@ __all__ = [
     "write_tables",
 ]
 
-NO_CREDIT = "no review credit"
-"""The ablation label of a run trained with ``review_credit`` off (``--no-review-credit``)."""
+WITH_CREDIT = "review credit"
+"""The label of a run of a review arm trained with ``review_credit`` on (``--review-credit``):
+its reviews' credit was added to the rewards (the default until the switch to reviews was
+made to change nothing the actor relies on; runs of that time stored it on)."""
 
 SPEED_PERCENT = 80
 """The success the arms' speed is compared at (``sooner.csv``): the issue's goal threshold."""
@@ -79,7 +81,7 @@ class FoundRun:
         env_id: The run's env (``None`` when the run has no ``config.json``).
         trained: The arm the run trained, or what ``--rename`` called it.
         demonstrations: The expert episodes cloned before its first round (0: none).
-        ablation: What the run left out of its arm (``"no review credit"``), or ``""``.
+        ablation: What the run changed of its arm (``"review credit"``), or ``""``.
         restart_demos: The expert episodes it restarted backwards along (0: none).
     """
 
@@ -110,8 +112,8 @@ def run_label(arm: str, demonstrations: int = 0, ablation: str = "", restart_dem
     Example:
         >>> run_label("shaping"), run_label("shaping", 30), run_label("shaping", 10, "", 10)
         ('shaping', 'bc30+shaping', 'bc10+restarts10+shaping')
-        >>> run_label("guide-then-review+shaping", ablation="no review credit")
-        'guide-then-review+shaping (no review credit)'
+        >>> run_label("guide-then-review+shaping", ablation="review credit")
+        'guide-then-review+shaping (review credit)'
     """
     label = f"restarts{restart_demos}+{arm}" if restart_demos else arm
     label = f"bc{demonstrations}+{label}" if demonstrations else label
@@ -127,7 +129,7 @@ def find_runs(
     directory's name (``ARM-seedS``). A run warm-started from N expert
     demonstrations (``bc_episodes``) is labelled ``bcN+ARM``, so one report
     holds a demonstrations study (see :mod:`~.demonstrations`),
-    and a run trained without review credit ``ARM (no review credit)``.
+    and a run of a review arm trained with review credit ``ARM (review credit)``.
 
     Args:
         sources: The comparisons' output directories.
@@ -182,7 +184,8 @@ def _found_run(run_dir: Path) -> tuple[FoundRun, int | None]:
         config = json.loads(config_path.read_text())
         rounds = rounds_for(config["total_steps"], config["n_envs"], config["n_steps"])
         arm, demonstrations = config["arm"], config.get("bc_episodes", 0)
-        ablation = "" if config.get("review_credit", True) else NO_CREDIT
+        reviewed = "review" in arm.split("+")[0]  # a review speaks (old arm names too)
+        ablation = WITH_CREDIT if reviewed and config.get("review_credit") else ""
         restarts = config.get("restart_demos", 0)
         label = run_label(arm, demonstrations, ablation, restarts)
         where = (str(run_dir), config["env_id"])

@@ -68,6 +68,8 @@ class EntityExtractor(BaseFeaturesExtractor):
         hidden: The encoder's embedding width.
         heads: Attention heads.
         layers: Attention blocks.
+        critic_fields: Observation keys only the critic reads
+            (:meth:`~feedbackgym.config.FeedbackConfig.critic_fields`).
     """
 
     def __init__(
@@ -77,12 +79,21 @@ class EntityExtractor(BaseFeaturesExtractor):
         hidden: int = 64,
         heads: int = 4,
         layers: int = 1,
+        critic_fields: tuple[str, ...] = (),
     ) -> None:
         super().__init__(observation_space, features_dim=layout.n_actions + 1)
         self.keys = [
             k for k, v in observation_space.spaces.items() if not isinstance(v, spaces.Text)
         ]
-        self.agent = EntityAgent(layout, hidden, heads=heads, layers=layers)
+        entity, globals_ = layout.feature_columns(critic_fields)
+        self.agent = EntityAgent(
+            layout,
+            hidden,
+            heads=heads,
+            layers=layers,
+            critic_columns=globals_,
+            critic_entity_columns=entity,
+        )
 
     def forward(self, observations: dict[str, torch.Tensor]) -> torch.Tensor:
         """The flat vector (the keys in order, as SB3 preprocessed them) through the agent."""

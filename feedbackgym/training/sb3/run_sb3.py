@@ -214,7 +214,7 @@ def train_sb3_run(
                 else config.learning_rate,
                 ent_coef=config.ent_coef,
                 gamma=feedback.shaping.gamma,
-                policy_kwargs=_policy_kwargs(config, venv),
+                policy_kwargs=_policy_kwargs(config, venv, feedback.critic_fields()),
                 tensorboard_log=str(run_dir / "tb"),
                 seed=config.seed,
                 device=device,
@@ -259,22 +259,24 @@ def train_sb3_run(
 
 
 def _policy(config: RunConfig) -> Any:
-    """The SB3 policy (class or name) of the run's policy."""
+    """The SB3 policy class of the run's policy."""
     if config.policy == "entity":
         from feedbackgym.training.sb3.entity_policy import EntityPolicy
 
         return EntityPolicy
-    return "MultiInputPolicy"
+    from feedbackgym.training.sb3.critic_inputs import CriticInputsPolicy
+
+    return CriticInputsPolicy
 
 
-def _policy_kwargs(config: RunConfig, venv: Any) -> dict[str, Any]:
-    """The policy's settings: the entity layout of the envs, or the MLP's layers."""
+def _policy_kwargs(config: RunConfig, venv: Any, critic_fields: tuple[str, ...]) -> dict[str, Any]:
+    """The policy's settings: the envs' entity layout or the MLP's layers; the critic's keys."""
     assert config.net_arch is not None  # resolved by RunConfig
     if config.policy == "entity":
         from feedbackgym.training.sb3.entity_policy import entity_policy_kwargs
 
-        return entity_policy_kwargs(venv, hidden=config.net_arch[0])
-    return {"net_arch": list(config.net_arch)}
+        return entity_policy_kwargs(venv, hidden=config.net_arch[0], critic_fields=critic_fields)
+    return {"net_arch": list(config.net_arch), "critic_fields": critic_fields}
 
 
 def _eval_env(config: RunConfig, feedback: FeedbackConfig) -> Any:

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from feedbackgym.config import FeedbackConfig
 from feedbackgym.errors import requires_extra
 from feedbackgym.training.common.entity_network import EntityAgent, PolicyMismatchError
 from feedbackgym.training.common.trainer_view import Credit
@@ -72,8 +73,14 @@ class Rollout:
                 self.credit_dropped += 1
 
 
-def make_agent(config: PPOConfig, envs: Any) -> AnyAgent:
+def make_agent(config: PPOConfig, envs: Any, critic_fields: tuple[str, ...] = ()) -> AnyAgent:
     """A new agent of the run's policy for ``envs`` (the entity policy reads their layout).
+
+    Args:
+        config: The run's settings.
+        envs: The training envs (trainer views).
+        critic_fields: Observation keys only the critic reads
+            (:meth:`~feedbackgym.config.FeedbackConfig.critic_fields`).
 
     Raises:
         PolicyMismatchError: The entity policy, and the envs declare no entity view.
@@ -82,11 +89,20 @@ def make_agent(config: PPOConfig, envs: Any) -> AnyAgent:
     hidden = config.net_arch[0]
     if not config.masks:  # the MLP
         obs_size = int(np.prod(envs.single_observation_space.shape))
-        return Agent(obs_size, int(envs.single_action_space.n), hidden, config.text_columns)
+        critic = envs.call("critic_columns", critic_fields)[0]
+        n_actions = int(envs.single_action_space.n)
+        return Agent(obs_size, n_actions, hidden, config.text_columns, critic_columns=critic)
     layout = envs.call("entity_layout")[0]
     if layout is None:
         raise PolicyMismatchError(f"{config.env_id} declares no entity view: use policy 'mlp'")
-    return EntityAgent(layout, hidden, text_length=config.text_columns)
+    entity, globals_ = layout.feature_columns(critic_fields)
+    return EntityAgent(
+        layout,
+        hidden,
+        text_length=config.text_columns,
+        critic_columns=globals_,
+        critic_entity_columns=entity,
+    )
 
 
 def check_checkpoint(saved: dict[str, Any], wanted: dict[str, Any]) -> None:
@@ -119,17 +135,21 @@ class Learner:
     Args:
         config: The run's settings.
         envs: The envs (:func:`make_vector_env`).
-        gamma: The discount (the shaping's).
+        feedback: The run's feedback config as it starts: its shaping's discount is
+            PPO's, and its critic-only fields
+            (:meth:`~feedbackgym.config.FeedbackConfig.critic_fields`) are kept from the actor.
         device: Where the agent and the tensors live.
     """
 
-    def __init__(self, config: PPOConfig, envs: Any, gamma: float, device: torch.device) -> None:
+    def __init__(
+        self, config: PPOConfig, envs: Any, feedback: FeedbackConfig, device: torch.device
+    ) -> None:
         self.config = config
         self.envs = envs
-        self.gamma = gamma
+        self.gamma = feedback.shaping.gamma
         self.device = device
         obs_size = int(np.prod(envs.single_observation_space.shape))
-        self.agent = make_agent(config, envs).to(device)
+        self.agent = make_agent(config, envs, feedback.critic_fields()).to(device)
         self.optimizer = make_optimizer(self.agent, config.learning_rate)
         self.learning_rate = config.learning_rate
         self._losses: dict[str, float] = {}

@@ -59,9 +59,25 @@ class Agent(nn.Module):
         n_actions: Number of discrete actions.
         hidden: Hidden layer width.
         text_length: Trailing columns that hold the text's byte codes (0: none).
+        critic_columns: Numeric columns only the critic reads: the actor's input holds
+            zero there (hints or reviews for the value function alone).
+
+    Example:
+        >>> agent = Agent(obs_size=3, n_actions=2, hidden=8, critic_columns=(2,))
+        >>> hinted, plain = torch.tensor([[1.0, 0.0, 1.0]]), torch.tensor([[1.0, 0.0, 0.0]])
+        >>> logits = [agent.actor(agent.actor_input(obs)) for obs in (hinted, plain)]
+        >>> torch.equal(*logits), torch.equal(agent.value(hinted), agent.value(plain))
+        (True, False)
     """
 
-    def __init__(self, obs_size: int, n_actions: int, hidden: int, text_length: int = 0) -> None:
+    def __init__(
+        self,
+        obs_size: int,
+        n_actions: int,
+        hidden: int,
+        text_length: int = 0,
+        critic_columns: tuple[int, ...] = (),
+    ) -> None:
         super().__init__()
         self.text_length = text_length
         self.shape = {
@@ -69,9 +85,20 @@ class Agent(nn.Module):
             "n_actions": n_actions,
             "hidden": hidden,
             "text_length": text_length,
+            **({"critic_columns": list(critic_columns)} if critic_columns else {}),
         }
-        """The arguments that rebuild this agent (kept in checkpoints)."""
+        """The arguments that rebuild this agent (kept in checkpoints; without critic-only
+        columns, the shape of checkpoints saved before there were any)."""
         width = obs_size - text_length
+        if any(not 0 <= c < width for c in critic_columns):
+            raise ValueError(
+                f"critic_columns {list(critic_columns)} must index the {width} numbers"
+            )
+        actor_mask = torch.ones(obs_size)
+        actor_mask[list(critic_columns)] = 0.0
+        self.actor_mask: torch.Tensor
+        self.register_buffer("actor_mask", actor_mask, persistent=False)
+        self.critic_columns = tuple(critic_columns)
         if text_length:
             self.embedding = nn.Embedding(TEXT_VOCAB, 32)
             width += 32
@@ -87,6 +114,10 @@ class Agent(nn.Module):
         pooled = (self.embedding(codes) * mask).sum(1) / mask.sum(1).clamp(min=1.0)
         return torch.cat([numeric, pooled], dim=1)
 
+    def actor_input(self, obs: torch.Tensor) -> torch.Tensor:
+        """The actor's features: :meth:`features` with the critic-only columns at zero."""
+        return self.features(obs * self.actor_mask if self.critic_columns else obs)
+
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """The critic's value."""
         return self.critic(self.features(obs)).squeeze(-1)
@@ -96,7 +127,8 @@ class Agent(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Samples (or scores) an action: action, log-prob, entropy, value."""
         features = self.features(obs)
-        distribution = Categorical(logits=self.actor(features), validate_args=False)
+        actor_features = self.actor_input(obs) if self.critic_columns else features
+        distribution = Categorical(logits=self.actor(actor_features), validate_args=False)
         if action is None:
             action = distribution.sample()
         return (
@@ -112,8 +144,9 @@ class FusedPolicy:
 
     The two MLPs' layers are joined (the first side by side, the others block-
     diagonally), so a step's inference is three ``addmm`` calls instead of six
-    module calls; actions are drawn by inverse CDF. Built from the weights as
-    they are; build a new one after an update.
+    module calls; actions are drawn by inverse CDF. The actor's first layer has
+    zero weight on the critic-only columns, as if its input held zero there.
+    Built from the weights as they are; build a new one after an update.
 
     Args:
         agent: The agent.
@@ -132,7 +165,9 @@ class FusedPolicy:
             for mlp in (agent.actor, agent.critic)
         )
         with torch.no_grad():
-            first = torch.cat([actor[0].weight, critic[0].weight])
+            actor_first = actor[0].weight.clone()
+            actor_first[:, list(agent.critic_columns)] = 0.0
+            first = torch.cat([actor_first, critic[0].weight])
             joined = [first] + [
                 torch.block_diag(a.weight, c.weight)
                 for a, c in zip(actor[1:], critic[1:], strict=True)
@@ -179,7 +214,9 @@ def build_agent(shape: dict[str, Any], layout: EntityLayout | None = None) -> An
     """
     from feedbackgym.training.common.entity_network import EntityAgent, PolicyMismatchError
 
-    settings = dict(shape)
+    settings: dict[str, Any] = {
+        key: tuple(value) if key.startswith("critic_") else value for key, value in shape.items()
+    }
     if settings.pop("policy", "mlp") != "entity":
         return Agent(**settings)
     if layout is None:
@@ -189,11 +226,7 @@ def build_agent(shape: dict[str, Any], layout: EntityLayout | None = None) -> An
         raise PolicyMismatchError(
             f"the checkpoint's widths {widths} are not the env's ({layout.widths})"
         )
-    return EntityAgent(
-        layout,
-        settings.pop("hidden"),
-        **{**settings, "critic_columns": tuple(settings["critic_columns"])},
-    )
+    return EntityAgent(layout, settings.pop("hidden"), **settings)
 
 
 def rollout_sampler(agent: AnyAgent) -> Any:

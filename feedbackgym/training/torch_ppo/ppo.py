@@ -6,8 +6,10 @@ the arm's stack, each env seen through
 ``float32`` observation (the text, if used, as byte codes read by an
 embedding) and an info of two keys, so neither the vector env nor the learner
 handles per-key dicts. Actor and critic are separate MLPs (as SB3's
-``MultiInputPolicy`` with ``net_arch=[h, h]``). Review credit is added to the
-rewards of the round's steps before the advantages are computed, as the SB3
+``MultiInputPolicy`` with ``net_arch=[h, h]``); the feedback config's critic-only
+fields (:meth:`~feedbackgym.config.FeedbackConfig.critic_fields`: the reviews by
+default) reach the critic alone. With ``review_credit`` on, review credit is added
+to the rewards of the round's steps before the advantages are computed, as the SB3
 path does. Each iteration is a round: the run's
 :class:`~feedbackgym.control.FeedbackController` takes the last round's trend
 (``loss``, ``mean_return``, ``success``) and pushes the round's feedback state
@@ -228,7 +230,7 @@ def start_learner(
     controller = config.controller()
     envs = make_vector_env(config, controller.config, record=record)
     try:
-        learner = Learner(config, envs, controller.config.shaping.gamma, device)
+        learner = Learner(config, envs, controller.config, device)
         controller.attach(envs)
         learner.reset(config.seed)
         controller.update(0)

@@ -83,7 +83,7 @@ class PPOConfig(ArmFeedback):
         policy: ``"entity"`` or ``"mlp"``; ``None``: ``entity`` where the env
             declares an entity view (see
             :func:`~feedbackgym.training.common.trainer_names.resolve_policy`).
-        review_credit: Add review credit to the rewards of the round's steps.
+        review_credit: Add review credit to the rewards of the round's steps (off by default).
         time_limit_terminal: Treat an episode cut off by its time limit as ended
             rather than bootstrapping its value from its final observation.
         bc_episodes: Expert episodes for a behaviour-cloning warm-up (0: none).
@@ -121,7 +121,7 @@ class PPOConfig(ArmFeedback):
     max_grad_norm: float = 0.5
     net_arch: list[int] | None = None
     policy: str | None = None
-    review_credit: bool = True
+    review_credit: bool = False
     time_limit_terminal: bool = False
     bc_episodes: int = 0
     restart_demos: int = 0

@@ -113,7 +113,7 @@ def train_torch_run(
     eval_envs: list[TrainerView] = []
     try:
         envs = make_vector_env(ppo, controller.config, record=store)
-        learner = Learner(ppo, envs, controller.config.shaping.gamma, device)
+        learner = Learner(ppo, envs, controller.config, device)
         eval_envs = _eval_views(config, ppo, controller.config, validation_envs(config))
         book = RoundBook(config, controller, eval_envs, suffix=".pt", progress=progress)
         if first_round > 0:

@@ -206,23 +206,25 @@ def test_a_report_of_one_n_writes_no_demonstrations_table(tmp_path, capsys):
     assert not (tmp_path / "report" / "demonstrations.csv").exists()
 
 
-def test_runs_without_review_credit_are_reported_apart(tmp_path, capsys):
+def test_runs_with_review_credit_are_reported_apart(tmp_path, capsys):
     arm = "guide-then-review+shaping"
-    _run(tmp_path / "full", arm, 0, [0.0, 0.9], phases="gr")
-    _run(tmp_path / "ablated", arm, 0, [0.0, 0.5], phases="gr", review_credit=False)
-    _run(tmp_path / "ablated", arm, 1, [0.0, 0.4], phases="gr", review_credit=False, bc=30)
+    _run(tmp_path / "plain", arm, 0, [0.0, 0.9], phases="gr", review_credit=False)
+    _run(tmp_path / "credited", arm, 0, [0.0, 0.5], phases="gr", review_credit=True)
+    _run(tmp_path / "credited", arm, 1, [0.0, 0.4], phases="gr", review_credit=True, bc=30)
+    _run(tmp_path / "credited", "shaping", 0, [0.0, 0.4], review_credit=True)  # no review
     out = tmp_path / "report"
-    sources = [str(tmp_path / "full"), str(tmp_path / "ablated")]
+    sources = [str(tmp_path / "plain"), str(tmp_path / "credited")]
     assert main(["report", "--out", str(out), *sources]) == 0
     assert [row["arm"] for row in _read(out / "results.csv")] == [
         arm,
-        f"{arm} (no review credit)",
-        f"bc30+{arm} (no review credit)",
+        f"{arm} (review credit)",
+        f"bc30+{arm} (review credit)",
+        "shaping",
     ]
     printed = capsys.readouterr().out  # two Ns: the study's table, one run a group (no CI)
-    assert f"| {arm} (no review credit) | 30 | {arm} | 0 | 0.00 |" in printed
+    assert f"| {arm} (review credit) | 30 | {arm} | 0 | 0.00 |" in printed
     assert "nan" not in (out / "demonstrations.md").read_text()
-    assert len(_phase_bounds(find_runs([tmp_path / "ablated"])[0], None)) == 2
+    assert len(_phase_bounds(find_runs([tmp_path / "credited"])[0], None)) == 2
 
 
 def test_a_run_validated_only_as_a_clone_is_left_out_and_curves_meet_by_step(tmp_path):

@@ -10,6 +10,7 @@ from feedbackgym.schedules import ARMS
 from feedbackgym.training.common.trainer_view import Credit, FlatLayout, TrainerView
 from feedbackgym.training.torch_ppo.ppo import Learner, PPOConfig, Rollout, train
 from feedbackgym.training.workers.env_groups import EnvWorkers
+from tests.training.torch_ppo.discount import discounted as _discounted
 
 
 def _config(arm, **kwargs):
@@ -91,7 +92,7 @@ class _LastTick(_Ticks):
 def test_an_episode_that_ends_at_its_time_limit_is_not_bootstrapped():
     config = _config("sparse", n_envs=1, n_steps=4)
     envs = EnvWorkers([lambda: TrainerView(_LastTick())])
-    learner = Learner(config, envs, 0.9, torch.device("cpu"))
+    learner = Learner(config, envs, _discounted(0.9), torch.device("cpu"))
     learner.reset(0)
     learner.collect()
     assert learner.buffer.rewards[:, 0].tolist() == [1.0] * 4
@@ -114,7 +115,7 @@ def test_a_seeded_reset_starts_the_episode_count_and_drops_old_credits():
 def _ticks_learner(**kwargs):
     config = _config("sparse", n_envs=1, n_steps=4, **kwargs)
     envs = EnvWorkers([lambda: TrainerView(_Ticks())])
-    learner = Learner(config, envs, 0.9, torch.device("cpu"))
+    learner = Learner(config, envs, _discounted(0.9), torch.device("cpu"))
     learner.reset(0)
     return learner
 

@@ -17,6 +17,7 @@ from feedbackgym.training.torch_ppo.ppo import (
     train_rounds,
 )
 from feedbackgym.training.torch_ppo.update_worker import UpdateWorker, UpdateWorkerError
+from tests.training.torch_ppo.discount import discounted as _discounted
 from tests.training.torch_ppo.test_run_torch import _config as run_config
 
 
@@ -129,7 +130,7 @@ def test_overlapped_rounds_report_the_loss_one_round_late_and_train_the_acting_w
         return update(round_, **trend)
 
     controller.update = spy
-    learner = Learner(config, envs, 0.99, torch.device("cpu"))
+    learner = Learner(config, envs, _discounted(0.99), torch.device("cpu"))
     try:
         controller.attach(envs)
         learner.reset(0)

@@ -15,6 +15,7 @@ from feedbackgym.training.workers.env_groups import (
     steps_slowly,
     worker_layout,
 )
+from tests.training.torch_ppo.discount import discounted as _discounted
 
 
 class _Sleepy(gym.Env):
@@ -106,7 +107,7 @@ def test_a_round_collected_as_workers_are_ready_is_the_round_collected_in_turns(
         torch.manual_seed(0)
         envs = EnvWorkers([_ops] * 3, groups=3, processes=processes)
         try:
-            learner = Learner(config, envs, 0.99, torch.device("cpu"))
+            learner = Learner(config, envs, _discounted(0.99), torch.device("cpu"))
             learner.reset(0)
             learner.collect()
             buffer = learner.buffer
