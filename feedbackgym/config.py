@@ -52,6 +52,7 @@ __all__ = [
     "HINT_FIELDS",
     "REVIEW_FIELDS",
     "LLM_ONLY_SUFFIXES",
+    "NETWORK_FIELDS",
     "VECTOR_ONLY_SUFFIXES",
     "CRITIC_HINTS_SUFFIX",
     "CURRICULUM_SUFFIX",
@@ -94,6 +95,9 @@ actor."""
 REVIEW_FIELDS: tuple[str, ...] = ("review_reached", "review_flag", "review_present")
 """The observation keys the review's ``vector`` channel adds (a summary of the previous
 episode): what ``review.reader = "critic"``, the default, keeps from the actor."""
+NETWORK_FIELDS: frozenset[str] = frozenset({"reader"})
+"""Fields of the guide and review sections that a trainer's network reads, not their
+wrappers: every other field of a section is its wrapper's keyword argument."""
 VectorReader = Literal["actor", "critic"]
 """Who reads a ``vector`` channel in the vector trainers' networks: ``"actor"`` (the policy
 and the value function) or ``"critic"`` (the value function alone: the policy's input
@@ -189,6 +193,8 @@ def _modified_arms() -> dict[str, tuple[str, tuple[str, ...]]]:
                 continue  # no guide to gate or to hand to the critic
             if DISTILL_SUFFIX in suffixes and not ARM_SPEAKERS[speakers]:
                 continue  # no hint or review to distil
+            if set(suffixes) & set(LLM_ONLY_SUFFIXES) and set(suffixes) & set(VECTOR_ONLY_SUFFIXES):
+                continue  # no trainer takes both
             arms[base + "".join(suffixes)] = (base, suffixes)
     return arms
 

@@ -33,6 +33,7 @@ from feedbackgym.config import (
     ARM_PRESETS,
     ARM_SPEAKERS,
     LLM_ONLY_SUFFIXES,
+    VECTOR_ONLY_SUFFIXES,
     AdaptiveConfig,
     ScheduleConfig,
     arm_suffixes,
@@ -421,21 +422,24 @@ class GuideReviewSchedule(Schedule):
         )
 
 
-LLM_ARMS: tuple[str, ...] = tuple(ARM_PRESETS)
-"""Every arm (the presets of :data:`~feedbackgym.config.ARM_PRESETS`): who speaks
-(:data:`~feedbackgym.config.ARM_SPEAKERS`), each with shaping off (the plain name) and on
-(``+shaping``; ``shaping`` alone is sparse with shaping), and the suffixes of
-:data:`~feedbackgym.config.ARM_MODIFIERS`. Each is a schedule; shaping is added in the env
-stack. The language-model trainer takes them all."""
+LLM_ARMS: tuple[str, ...] = tuple(
+    arm for arm in ARM_PRESETS if not set(arm_suffixes(arm)) & set(VECTOR_ONLY_SUFFIXES)
+)
+"""The arms the language-model trainer takes: every preset of
+:data:`~feedbackgym.config.ARM_PRESETS` (who speaks, :data:`~feedbackgym.config.ARM_SPEAKERS`,
+each with shaping off under the plain name and on with ``+shaping``, and the suffixes of
+:data:`~feedbackgym.config.ARM_MODIFIERS`) but those with a suffix of
+:data:`~feedbackgym.config.VECTOR_ONLY_SUFFIXES`. Each is a schedule; shaping is added in the
+env stack."""
 
 ARMS: tuple[str, ...] = tuple(
-    arm for arm in LLM_ARMS if not set(arm_suffixes(arm)) & set(LLM_ONLY_SUFFIXES)
+    arm for arm in ARM_PRESETS if not set(arm_suffixes(arm)) & set(LLM_ONLY_SUFFIXES)
 )
-"""The comparison arms every trainer takes: :data:`LLM_ARMS` less those with a suffix of
-:data:`~feedbackgym.config.LLM_ONLY_SUFFIXES`."""
+"""The comparison arms the vector trainers (torch, SB3) take: every preset but those with a
+suffix of :data:`~feedbackgym.config.LLM_ONLY_SUFFIXES`."""
 
 TWO_PHASE_ARMS: tuple[str, ...] = tuple(
-    arm for arm in LLM_ARMS if len(ARM_SPEAKERS[split_arm(arm)[0]]) == 2
+    arm for arm in ARM_PRESETS if len(ARM_SPEAKERS[split_arm(arm)[0]]) == 2
 )
 """The arms whose schedule switches from one phase to the other, with and without shaping."""
 

@@ -54,11 +54,18 @@ def test_the_arms_are_who_speaks_and_the_exploration_bonus_times_shaping_off_and
     base = [*SPEAKERS, *shaped, "explore", "explore+shaping"]
     assert sorted(a for a in ARMS if not arm_suffixes(a)) == sorted(base)
     guided = [a for a in base if "guide" in a]
-    suffixed = [f"{a}+reexplore" for a in base] + [
-        f"{a}{more}+failure-hints" for a in guided for more in ("", "+reexplore")
+    restarts = ("", "+reexplore", "+curriculum", "+reexplore+curriculum")
+    hinted = ("", "+failure-hints")
+    suffixed = [f"{a}{more}" for a in base for more in restarts[1:]] + [
+        f"{a}{more}{hint}{critic}"
+        for a in guided
+        for more in restarts
+        for hint in hinted
+        for critic in ("", "+critic-hints")
+        if hint or critic
     ]
     assert sorted(a for a in ARMS if arm_suffixes(a)) == sorted(suffixed)
-    assert sorted(TWO_PHASE_ARMS) == sorted(a for a in LLM_ARMS if "-then-" in a)
+    assert sorted(TWO_PHASE_ARMS) == sorted({a for a in ARMS + LLM_ARMS if "-then-" in a})
     taught = [a for a in base if a not in ("sparse", "shaping", "explore", "explore+shaping")]
     assert sorted(set(LLM_ARMS) - set(ARMS)) == sorted(
         a + more + "+distill"
@@ -66,6 +73,7 @@ def test_the_arms_are_who_speaks_and_the_exploration_bonus_times_shaping_off_and
         for more in ("", "+reexplore")
         + (("+failure-hints", "+reexplore+failure-hints") if "guide" in a else ())
     )
+    assert not [a for a in LLM_ARMS if "curriculum" in a or "critic-hints" in a]
 
 
 @pytest.mark.parametrize("arm", [a for a in LLM_ARMS if arm_suffixes(a)])

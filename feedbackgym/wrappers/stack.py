@@ -18,6 +18,7 @@ from feedbackgym.config import (
     ARM_PRESETS,
     ARM_SUFFIX_HELP,
     BASE_ARMS,
+    NETWORK_FIELDS,
     FeedbackConfig,
     load_config,
 )
@@ -101,13 +102,13 @@ def make(
     """
     config = resolve_feedback(feedback)
     env = gym.make(env_id, **env_kwargs) if isinstance(env_id, str) else env_id
-    # Each section's fields are its wrapper's keyword arguments, by design; ``reader`` is the
-    # trainers' (which network reads a vector channel), not the stack's.
+    # Each section's fields are its wrapper's keyword arguments, by design, but the ones the
+    # trainers' networks read (NETWORK_FIELDS: which network reads a vector channel).
     env = WidenTasks(env)  # the curriculum's width, handed on by FadeGuideToReview
     env = ShapeWithSubgoals(env, **config.shaping.model_dump())
     env = AddExplorationBonus(env, **bonus_kwargs(config.explore))
     guide, review = (
-        section.model_dump(exclude={"reader"}) for section in (config.guide, config.review)
+        section.model_dump(exclude=set(NETWORK_FIELDS)) for section in (config.guide, config.review)
     )
     env = AddGuide(env, **_generator_as(guide, "guide"))
     env = AddReview(env, **_generator_as(review, "reviewer"))

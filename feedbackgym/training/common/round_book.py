@@ -182,7 +182,12 @@ class RoundBook:
         append_curve(
             self.run_dir / "curve.csv",
             evaluation.curve_row(
-                timesteps, round_, state.phase, self.replayed_steps, seconds=self.seconds
+                timesteps,
+                round_,
+                state.phase,
+                self.replayed_steps,
+                seconds=self.seconds,
+                curriculum=state.curriculum,
             ),
         )
         return evaluation

@@ -54,10 +54,12 @@ CURVE_FIELDS = (
     "mean_length",
     "replayed_steps",
     "seconds",
+    "curriculum",
 )
 """The columns of ``curve.csv``: ``step`` counts env steps the learner took,
 ``replayed_steps`` the steps replayed to reach restarts so far (not in ``step``),
-``seconds`` the wall-clock the run has trained so far (empty where not measured)."""
+``seconds`` the wall-clock the run has trained so far (empty where not measured),
+``curriculum`` the width of the training tasks (empty without a curriculum: the preset's)."""
 
 
 def append_curve(path: Path, row: dict[str, Any]) -> None:
@@ -113,11 +115,12 @@ def read_curve(run_dir: str | Path) -> dict[str, np.ndarray]:
     with (Path(run_dir) / "curve.csv").open() as file:
         rows = list(csv.DictReader(file))
     # A curve written before a column existed reads it as 0 (``replayed_steps``), or as
-    # NaN for ``seconds`` (not measured).
+    # NaN for ``seconds`` (not measured) and ``curriculum`` (none: the preset's tasks).
+    unknown = ("seconds", "curriculum")
     return {
         key: np.array([r[key] for r in rows])
         if key == "phase"
-        else np.array([float(r.get(key) or (np.nan if key == "seconds" else 0)) for r in rows])
+        else np.array([float(r.get(key) or (np.nan if key in unknown else 0)) for r in rows])
         for key in CURVE_FIELDS
     }
 

@@ -77,8 +77,11 @@ class Evaluation:
         phase: str,
         replayed_steps: int = 0,
         seconds: float | None = None,
+        curriculum: float | None = None,
     ) -> dict[str, Any]:
         """This validation as a row of a run's ``curve.csv`` (its ``CURVE_FIELDS``).
+
+        ``curriculum`` is the width the training tasks had (empty without a curriculum).
 
         Example:
             >>> Evaluation(0.5, 0.25, 0.5, 12.0).curve_row(1024, 1, "guide")["success_unguided"]
@@ -94,6 +97,7 @@ class Evaluation:
             "mean_length": self.mean_length,
             "replayed_steps": replayed_steps,
             "seconds": "" if seconds is None else round(seconds, 2),
+            "curriculum": "" if curriculum is None else curriculum,
         }
 
 

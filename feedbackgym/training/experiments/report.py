@@ -389,6 +389,7 @@ def plot_curves(
     validations (the adaptive rule moves each run's switch on its own): to the
     median switch and, hatched, to the median end of the fade, with a dotted line at
     each run's switch; when no such run has switched yet, from ``planned_switch``.
+    An arm with a curriculum also has its runs' mean task width, dotted, on the same scale.
 
     Args:
         out: The output directory.
@@ -442,9 +443,19 @@ def plot_curves(
             dashed = slice(common - 1, None)
             axis.plot(steps[dashed], mean[dashed], color=line.get_color(), linestyle="--")
         axis.fill_between(steps, low, high, color=line.get_color(), alpha=0.15)
+        _plot_curriculum(axis, arm, curves, line.get_color())
     axis.set_xlabel("env steps")
     axis.set_ylabel("validation success (mean, 95% CI)")
     return save_plot(figure, axis, out / "curves.png", title=title, legend="upper left")
+
+
+def _plot_curriculum(axis: Any, arm: str, curves: Sequence[Any], color: str) -> None:
+    """An arm's mean curriculum width at each validation, dotted (arms with a curriculum)."""
+    if not any(np.isfinite(curve["curriculum"]).any() for curve in curves):
+        return
+    steps, widths = success_by_step([{**c, "success": c["curriculum"]} for c in curves])
+    mean = [float(np.nanmean(w)) if np.isfinite(w).any() else np.nan for w in map(np.array, widths)]
+    axis.plot(steps, mean, color=color, linestyle=":", label=f"{arm}: curriculum width (mean)")
 
 
 def success_by_step(

@@ -341,7 +341,8 @@ def test_distill_is_for_train_llm_only_and_every_arm_parses_as_compare_does():
 
     with pytest.raises(ConfigError, match="train-llm"):
         RunConfig(ENV, "guide+distill", seed=0, total_steps=100, out_dir="unused")
-    assert "guide+distill" not in ARMS and set(ARMS) < set(LLM_ARMS)
+    assert "guide+distill" in LLM_ARMS and "guide+distill" not in ARMS
+    assert "guide+critic-hints" in ARMS and "guide+critic-hints" not in LLM_ARMS
     assert arm_suffixes("guide-then-review+shaping+reexplore+failure-hints+distill") == (
         "+reexplore",
         "+failure-hints",

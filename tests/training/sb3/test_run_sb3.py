@@ -6,7 +6,6 @@ import pytest
 from stable_baselines3 import PPO
 
 from feedbackgym.config import FeedbackConfig, merge_config
-from feedbackgym.schedules import ARMS
 from feedbackgym.training.experiments.launch import train_run
 from feedbackgym.training.sb3.run_sb3 import (
     RunConfig,
@@ -14,6 +13,7 @@ from feedbackgym.training.sb3.run_sb3 import (
     read_curve,
     rollback,
 )
+from tests.training.arm_samples import TRAINED_ARMS
 
 FEEDBACK = merge_config(FeedbackConfig(), {"schedule": {"fade": 1, "adaptive": None}})
 
@@ -37,7 +37,7 @@ def _config(tmp_path, arm="guide-then-review", steps=256, net_arch=(8,), **kwarg
     )
 
 
-@pytest.mark.parametrize("arm", ARMS)
+@pytest.mark.parametrize("arm", TRAINED_ARMS)
 def test_each_arm_trains_validates_and_checkpoints(tmp_path, arm):
     config = _config(tmp_path, arm)
     state = train_run(config)

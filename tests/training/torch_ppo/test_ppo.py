@@ -6,10 +6,10 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from feedbackgym.schedules import ARMS
 from feedbackgym.training.common.trainer_view import Credit, FlatLayout, TrainerView
 from feedbackgym.training.torch_ppo.ppo import Learner, PPOConfig, Rollout, train
 from feedbackgym.training.workers.env_groups import EnvWorkers
+from tests.training.arm_samples import TRAINED_ARMS
 from tests.training.torch_ppo.discount import discounted as _discounted
 
 
@@ -20,7 +20,7 @@ def _config(arm, **kwargs):
     )
 
 
-@pytest.mark.parametrize("arm", ARMS)
+@pytest.mark.parametrize("arm", TRAINED_ARMS)
 def test_each_arm_trains_and_follows_the_schedule(arm):
     rounds = []
     agent, history = train(_config(arm), on_round=lambda r, m: rounds.append(r))
