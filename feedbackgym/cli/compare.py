@@ -45,10 +45,18 @@ def _add_arguments(compare: argparse.ArgumentParser) -> None:
         "--arms",
         help=f"comma-separated, from {', '.join(BASE_ARMS)} (+shaping: with subgoal "
         "shaping; explore: no feedback, a count-based exploration bonus), each optionally "
-        "followed by +reexplore (restarts from the states reviews flag) and, with a guide, "
-        "+failure-hints (hints only after failures)",
+        "followed by +reexplore (restarts from the states reviews flag), +curriculum (tasks "
+        "widened as training success rises) and, with a guide, +failure-hints (hints only "
+        "after failures) and +critic-hints (hints for the critic alone)",
     )
     compare.add_argument("--seeds", type=positive_int, help="seeds per arm")
+    compare.add_argument(
+        "--first-seed",
+        type=int,
+        default=0,
+        metavar="S",
+        help="the runs' seeds are S, S+1, ... (default 0; fresh seeds confirm a result)",
+    )
     compare.add_argument("--steps", type=positive_int, help="env steps per run")
     compare.add_argument(
         "--jobs", type=positive_int, help="runs in parallel (default 1; 2 with --quick)"
@@ -155,8 +163,14 @@ def _comparison_config(args: argparse.Namespace) -> ComparisonConfig:
         raise CommandError(f"give --{' --'.join(missing).replace('env_id', 'env')} or --quick")
     settings = run_settings(args, quick)  # the flags over --quick's settings
     make_env(comparison["env_id"], settings.get("env_kwargs", {})).close()  # an unknown id
+    if args.first_seed < 0:
+        raise CommandError(f"--first-seed must be >= 0, got {args.first_seed}")
     return ComparisonConfig(
-        out=args.out, jobs=args.jobs or (2 if args.quick else 1), **comparison, **settings
+        out=args.out,
+        jobs=args.jobs or (2 if args.quick else 1),
+        first_seed=args.first_seed,
+        **comparison,
+        **settings,
     )
 
 

@@ -1,5 +1,6 @@
 """The ``feedbackgym`` console script, run as users run it."""
 
+import json
 import shutil
 import subprocess
 import sys
@@ -143,6 +144,23 @@ def test_review_credit_is_off_by_default_and_its_flag_reaches_every_run(tmp_path
         ["train", "--no-review-credit", "--env", "x", "--arm", "review", "--steps", "1"]
     )
     assert train.review_credit is False
+
+
+def test_first_seed_gives_fresh_seeds_and_a_negative_one_is_refused(tmp_path):
+    from feedbackgym.cli import _parser
+    from feedbackgym.cli._helpers import CommandError
+    from feedbackgym.cli.compare import _comparison_config
+
+    base = ["compare", "--env", "feedbackgym/OpsIncidentEasy-v0", "--arms", "shaping"]
+    base += ["--seeds", "2", "--steps", "2048", "--out", str(tmp_path)]
+    fresh = _comparison_config(_parser().parse_args([*base, "--first-seed", "5"]))
+    assert [(run.seed, run.out_dir[-6:]) for run in fresh.run_configs()] == [
+        (5, "-seed5"),
+        (6, "-seed6"),
+    ]
+    assert json.loads(fresh.to_json())["first_seed"] == 5
+    with pytest.raises(CommandError, match="--first-seed must be >= 0"):
+        _comparison_config(_parser().parse_args([*base, "--first-seed", "-1"]))
 
 
 def test_validation_flags_reach_every_run_and_override_the_quick_defaults(tmp_path):

@@ -58,6 +58,8 @@ class ComparisonConfig:
         steps: Env steps per run.
         out: Output directory.
         jobs: Runs in parallel (processes; on Ray the cluster's resources decide).
+        first_seed: The first seed: the runs have seeds ``first_seed`` to
+            ``first_seed + seeds - 1`` (fresh seeds for a confirmation).
         **settings: Any other field of ``RunConfig`` (``n_envs``, ``learning_rate``,
             ``feedback``, ``feedback_file``, ``record``, ``trainer``, ...), with its
             default there, except ``eval_every``: about 15 validations per run
@@ -66,6 +68,7 @@ class ComparisonConfig:
     Attributes:
         arms: The arms.
         seeds: Seeds per arm.
+        first_seed: The first seed.
         out: The output directory.
         jobs: Runs in parallel.
         base: The settings every run shares (its ``arm`` is the first arm's, its
@@ -95,6 +98,7 @@ class ComparisonConfig:
         steps: int,
         out: str,
         jobs: int = 1,
+        first_seed: int = 0,
         **settings: Any,
     ) -> None:
         unknown = [a for a in arms if a not in ARMS]
@@ -108,14 +112,15 @@ class ComparisonConfig:
             )
         self.arms = list(arms)
         self.seeds = seeds
+        self.first_seed = first_seed
         self.out = out
         self.jobs = jobs
         base = RunConfig(
             env_id=env_id, arm=self.arms[0], seed=0, total_steps=steps, out_dir=out, **settings
         )
-        if seeds < 1 or steps < base.n_envs * base.n_steps or jobs < 1:
+        if seeds < 1 or steps < base.n_envs * base.n_steps or jobs < 1 or first_seed < 0:
             raise ValueError(
-                "need seeds >= 1, jobs >= 1 and steps >= n_envs * n_steps "
+                "need seeds >= 1, jobs >= 1, first_seed >= 0 and steps >= n_envs * n_steps "
                 f"({base.n_envs * base.n_steps})"
             )
         if "eval_every" not in settings:
@@ -180,7 +185,7 @@ class ComparisonConfig:
                 feedback_overrides=dict(self.base.feedback_overrides),
                 env_kwargs=dict(self.base.env_kwargs),
             )
-            for seed in range(self.seeds)
+            for seed in range(self.first_seed, self.first_seed + self.seeds)
             for arm in self.arms
         ]
 
@@ -188,12 +193,15 @@ class ComparisonConfig:
         """The comparison as JSON (``config.json`` of its output directory).
 
         The settings every run shares, as a run's ``config.json`` writes them, and
-        the comparison's own: ``arms``, ``seeds``, ``out`` and ``jobs``.
+        the comparison's own: ``arms``, ``seeds``, ``out``, ``jobs`` and, when not 0,
+        ``first_seed``.
         """
         shared = json.loads(self.base.to_json())
         for own in ("arm", "seed", "out_dir"):
             del shared[own]
         data = {"arms": self.arms, "seeds": self.seeds, "out": self.out, "jobs": self.jobs}
+        if self.first_seed:
+            data["first_seed"] = self.first_seed
         return json.dumps({**shared, **data}, indent=2, sort_keys=True)
 
 
