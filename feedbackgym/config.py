@@ -72,6 +72,7 @@ __all__ = [
     "ReviewConfig",
     "ScheduleConfig",
     "ShapingConfig",
+    "checked_arm",
     "checked_source",
     "load_config",
     "arm_suffixes",
@@ -202,10 +203,10 @@ def _modified_arms() -> dict[str, tuple[str, tuple[str, ...]]]:
 BASE_ARMS: tuple[str, ...] = tuple(_BASE_ARMS)
 """The arms without a suffix of :data:`ARM_MODIFIERS`."""
 ARM_SUFFIX_HELP = (
-    f"each optionally followed by {REEXPLORE_SUFFIX}, {CURRICULUM_SUFFIX}, with a guide "
-    f"{FAILURE_HINTS_SUFFIX}, "
-    f"with a guide or a review {DISTILL_SUFFIX} (train-llm only), and with a guide "
-    f"{CRITIC_HINTS_SUFFIX} (vector trainers only), in that order"
+    f"each optionally followed by {REEXPLORE_SUFFIX}, {CURRICULUM_SUFFIX} (train and compare "
+    f"only), with a guide {FAILURE_HINTS_SUFFIX}, with a guide or a review {DISTILL_SUFFIX} "
+    f"(train-llm only) and with a guide {CRITIC_HINTS_SUFFIX} (train and compare only), in that "
+    "order"
 )
 """How the arm suffixes are written, for messages."""
 
@@ -263,6 +264,35 @@ def arm_suffixes(arm: str) -> tuple[str, ...]:
     """
     split_arm(arm)
     return _ARMS[arm][1]
+
+
+def checked_arm(arm: str, arms: tuple[str, ...] | list[str]) -> str:
+    """``arm`` if it is one of ``arms`` (the arms a command trains).
+
+    Raises:
+        ConfigError: An unknown arm (the message gives the grammar, not every name), or one
+            whose suffixes another trainer owns.
+
+    Example:
+        >>> checked_arm("shaping+tutor", ["shaping"])  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        feedbackgym.errors.ConfigError: unknown arm 'shaping+tutor'; choose one of sparse, ...
+        >>> checked_arm("guide+distill", ["guide"])
+        Traceback (most recent call last):
+        ...
+        feedbackgym.errors.ConfigError: arm 'guide+distill' is not for this command: +distill \
+is train-llm's
+    """
+    if arm in arms:
+        return arm
+    suffixes = arm_suffixes(arm)  # raises for an unknown arm
+    owned = [
+        f"{suffix} is {'train-llm' if suffix in LLM_ONLY_SUFFIXES else 'train and compare'}'s"
+        for suffix in suffixes
+        if suffix in LLM_ONLY_SUFFIXES + VECTOR_ONLY_SUFFIXES
+    ]
+    raise ConfigError(f"arm {arm!r} is not for this command: {'; '.join(owned) or 'unknown'}")
 
 
 def split_generator_name(name: str) -> tuple[str, str]:

@@ -7,7 +7,7 @@ import dataclasses
 import difflib
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import gymnasium as gym
@@ -39,6 +39,26 @@ PROGRESS_MIN_EPISODES = 20
 
 class CommandError(FeedbackGymError):
     """A command-line mistake: reported in one line, exit status 2."""
+
+
+def arm_type(arms: tuple[str, ...]) -> Callable[[str], str]:
+    """An argparse type: an arm name among ``arms``; else one line naming the arm grammar.
+
+    Example:
+        >>> arm_type(("shaping",))("shaping")
+        'shaping'
+    """
+
+    def arm(text: str) -> str:
+        from feedbackgym.config import checked_arm
+        from feedbackgym.errors import ConfigError
+
+        try:
+            return checked_arm(text, arms)
+        except ConfigError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    return arm
 
 
 def positive_int(text: str) -> int:

@@ -21,7 +21,13 @@ import os
 import secrets
 from typing import Any
 
-from feedbackgym.cli._helpers import add_kwarg_option, make_env, parse_kwargs, positive_int
+from feedbackgym.cli._helpers import (
+    add_kwarg_option,
+    arm_type,
+    make_env,
+    parse_kwargs,
+    positive_int,
+)
 from feedbackgym.core import DEFAULT_HINT_LEVEL, HINT_LEVELS
 from feedbackgym.protocol import TASK_ID_KEY_VARIABLE
 from feedbackgym.schedules import ARMS
@@ -39,7 +45,8 @@ def add_commands(commands: Any) -> None:
     serve.add_argument("--env", required=True, metavar="ID", help="a registered env with text")
     serve.add_argument(
         "--arm",
-        choices=ARMS,
+        type=arm_type(ARMS),
+        metavar="ARM",
         default=DEFAULT_SERVE_ARM,
         help=f"who speaks when (default {DEFAULT_SERVE_ARM})",
     )

@@ -15,7 +15,7 @@ import argparse
 import json
 from typing import Any
 
-from feedbackgym.cli._helpers import make_env, positive_int
+from feedbackgym.cli._helpers import arm_type, make_env, positive_int
 from feedbackgym.cli._runs import add_run_arguments, run_settings
 from feedbackgym.schedules import ARMS
 
@@ -29,7 +29,8 @@ def add_commands(commands: Any) -> None:
     train.add_argument(
         "--arm",
         default="guide-then-review+shaping",
-        choices=ARMS,
+        type=arm_type(ARMS),
+        metavar="ARM",
         help="the arm (+shaping: with subgoal shaping; explore: a count-based exploration bonus)",
     )
     train.add_argument("--seed", type=int, default=0, help="the run's seed")

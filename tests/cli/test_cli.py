@@ -180,3 +180,25 @@ def test_validation_flags_reach_every_run_and_override_the_quick_defaults(tmp_pa
     assert {(run.eval_every, run.eval_episodes) for run in quick_runs.run_configs()} == {(7, 4)}
     with pytest.raises(SystemExit):
         _parser().parse_args([*base, "--eval-episodes", "0"])
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["train", "--env", "feedbackgym/OpsIncidentEasy-v2", "--steps", "1"],
+        ["train-llm", "--env", "feedbackgym/OpsIncidentEasy-v2", "--rounds", "1"],
+        ["serve-env", "--env", "feedbackgym/OpsIncidentEasy-v2"],
+        ["compare", "--env", "feedbackgym/OpsIncidentEasy-v2", "--seeds", "1", "--steps", "4096"],
+    ],
+)
+def test_every_command_refuses_an_unknown_arm_in_one_line_that_gives_the_grammar(
+    command, capsys, tmp_path
+):
+    flag = "--arms" if command[0] == "compare" else "--arm"
+    with pytest.raises(SystemExit) as stop:
+        status = main([*command, flag, "shaping+tutor", "--out", str(tmp_path)])
+        raise SystemExit(status)
+    assert stop.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "unknown arm 'shaping+tutor'" in error and "+reexplore" in error
+    assert "sparse+reexplore" not in error  # the grammar, not every one of the arms

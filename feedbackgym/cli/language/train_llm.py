@@ -25,6 +25,7 @@ from typing import Any
 from feedbackgym.cli._helpers import (
     add_kwarg_option,
     add_turns_option,
+    arm_type,
     config_fields,
     fraction,
     make_env,
@@ -59,7 +60,7 @@ def add_commands(commands: Any) -> None:
     parser.add_argument(
         "--arm",
         default=DEFAULT_TRAINING_ARM,
-        choices=LLM_ARMS,
+        type=arm_type(LLM_ARMS),
         metavar="ARM",
         help=f"who speaks when: {', '.join(BASE_ARMS)}, {ARM_SUFFIX_HELP}: {FAILURE_HINTS_SUFFIX} "
         "replays groups that failed with hints and trains without them, "

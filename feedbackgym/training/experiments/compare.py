@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from feedbackgym._process import exit_with_parent
-from feedbackgym.config import load_config
+from feedbackgym.config import checked_arm, load_config
 from feedbackgym.schedules import ARMS, TWO_PHASE_ARMS
 from feedbackgym.training.common.run_files import read_state
 from feedbackgym.training.common.run_settings import RunConfig
@@ -101,9 +101,10 @@ class ComparisonConfig:
         first_seed: int = 0,
         **settings: Any,
     ) -> None:
-        unknown = [a for a in arms if a not in ARMS]
-        if unknown or not arms:
-            raise ValueError(f"unknown arms {unknown}; choose from {', '.join(ARMS)}")
+        if not arms:
+            raise ValueError("a comparison needs at least one arm")
+        for arm in arms:
+            checked_arm(arm, ARMS)
         own = {"env_id", "arm", "seed", "total_steps", "out_dir"}
         odd = sorted(settings.keys() - ({f.name for f in fields(RunConfig)} - own))
         if odd:

@@ -165,8 +165,9 @@ def test_compare_command_rejects_bad_input(tmp_path):
 
     out = ["--out", str(tmp_path)]
     refused = [
-        (["--quick", "--arms", "sparse,teacher", *out], "unknown arms"),
-        (["--quick", "--arms", "shaping+failure-hints", *out], "unknown arms"),
+        (["--quick", "--arms", "sparse,teacher", *out], "unknown arm 'teacher'"),
+        (["--quick", "--arms", "shaping+failure-hints", *out], "unknown arm"),
+        (["--quick", "--arms", "guide+distill", *out], "+distill is train-llm's"),
         (["--env", "feedbackgym/OpsIncidentEasy-v0"], "--arms"),
         (["--quick", "--env", "feedbackgym/Nope-v0", *out], "unknown env id"),
         (["--quick", "--dropout", "1.5", *out], "--dropout"),
