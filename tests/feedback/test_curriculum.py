@@ -16,9 +16,9 @@ from feedbackgym.envs.incident.scenario import PRESETS, widened
 from feedbackgym.errors import ConfigError
 from feedbackgym.feedback.curriculum import CurriculumRule, signal_share
 from feedbackgym.training.common.feedback_metrics import feedback_metrics
-from feedbackgym.training.common.run_settings import RunConfig
 from feedbackgym.training.experiments.launch import train_run
 from feedbackgym.wrappers import WidenTasks
+from tests.training.tiny_runs import tiny_run
 
 HARD = "feedbackgym/OpsIncidentHard-v2"
 
@@ -105,17 +105,12 @@ def test_the_arm_drives_the_envs_width_through_the_controller_and_refuses_envs_w
 
 @pytest.mark.parametrize("trainer", ["torch", "sb3"])
 def test_the_curriculum_state_survives_a_resume(tmp_path, trainer):
-    config = RunConfig(
-        env_id=HARD,
-        arm="shaping+curriculum",
-        seed=0,
-        out_dir=str(tmp_path),
+    config = tiny_run(
+        HARD,
+        "shaping+curriculum",
+        tmp_path,
         total_steps=128,
-        n_envs=2,
-        n_steps=32,
         eval_every=2,
-        eval_episodes=1,
-        device="cpu",
         trainer=trainer,
         # Starts halfway and narrows each round a random policy does not win 90% of.
         feedback_overrides={

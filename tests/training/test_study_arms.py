@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from feedbackgym.training.common.run_settings import RunConfig
 from feedbackgym.training.experiments.launch import train_run
+from tests.training.tiny_runs import tiny_run
 
 STUDY_ARMS = (
     "shaping",
@@ -22,19 +22,7 @@ STUDY_ARMS = (
 @pytest.mark.parametrize("trainer", ["torch", "sb3"])
 @pytest.mark.parametrize("arm", STUDY_ARMS)
 def test_a_study_arm_trains_the_entity_policy_and_resumes(tmp_path, trainer, arm):
-    config = RunConfig(
-        env_id="feedbackgym/OpsIncidentHard-v2",
-        arm=arm,
-        seed=0,
-        out_dir=str(tmp_path),
-        total_steps=64,
-        n_envs=2,
-        n_steps=32,
-        eval_every=1,
-        eval_episodes=1,
-        trainer=trainer,
-        device="cpu",
-    )
+    config = tiny_run("feedbackgym/OpsIncidentHard-v2", arm, tmp_path, trainer=trainer)
     train_run(config)
     state = train_run(dataclasses.replace(config, total_steps=128), resume=True)
     assert state["timesteps"] == 128

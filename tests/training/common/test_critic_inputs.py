@@ -9,13 +9,13 @@ import torch
 import feedbackgym
 from feedbackgym.config import CRITIC_HINTS_SUFFIX, HINT_FIELDS, REVIEW_FIELDS, FeedbackConfig
 from feedbackgym.errors import ConfigError
-from feedbackgym.training.common.run_settings import RunConfig
 from feedbackgym.training.common.trainer_view import TrainerView, trainer_env
 from feedbackgym.training.experiments.launch import train_run
 from feedbackgym.training.llm.llm_settings import LLMRunConfig
 from feedbackgym.training.torch_ppo.learner import make_agent
 from feedbackgym.training.torch_ppo.network import build_agent
 from feedbackgym.training.torch_ppo.ppo import PPOConfig, start_learner
+from tests.training.tiny_runs import tiny_run
 
 EASY = "feedbackgym/OpsIncidentEasy-v2"
 ARM = "guide+shaping" + CRITIC_HINTS_SUFFIX
@@ -125,20 +125,7 @@ def test_a_torch_learner_of_the_arm_builds_its_agent_with_the_hints_for_the_crit
 
 @pytest.mark.parametrize("policy", ["entity", "mlp"])
 def test_sb3_keeps_the_hints_from_the_actor_and_resumes(tmp_path, policy):
-    config = RunConfig(
-        env_id=EASY,
-        arm=ARM,
-        seed=0,
-        out_dir=str(tmp_path / policy),
-        total_steps=64,
-        n_envs=2,
-        n_steps=32,
-        eval_every=1,
-        eval_episodes=1,
-        trainer="sb3",
-        policy=policy,
-        device="cpu",
-    )
+    config = tiny_run(EASY, ARM, tmp_path / policy, trainer="sb3", policy=policy)
     train_run(config)
     longer = train_run(dataclasses.replace(config, total_steps=128), resume=True)
     assert longer["timesteps"] == 128
