@@ -196,6 +196,8 @@ def _modified_arms() -> dict[str, tuple[str, tuple[str, ...]]]:
                 continue  # no hint or review to distil
             if set(suffixes) & set(LLM_ONLY_SUFFIXES) and set(suffixes) & set(VECTOR_ONLY_SUFFIXES):
                 continue  # no trainer takes both
+            if {REEXPLORE_SUFFIX, CURRICULUM_SUFFIX} <= set(suffixes):
+                continue  # restarts replay a seed's actions, at the width it was played at
             arms[base + "".join(suffixes)] = (base, suffixes)
     return arms
 
@@ -769,6 +771,24 @@ class FeedbackConfig(_Section):
             raise ConfigError(f"{source}: {problems}") from None
 
     @model_validator(mode="after")
+    def _curriculum_without_restarts(self) -> FeedbackConfig:
+        if self.curriculum is not None and self.reexplore is not None:
+            raise ValueError(
+                "curriculum and reexplore exclude each other: a restart replays its seed's "
+                "actions, and under a curriculum the seed may draw another task at another width"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _critic_hints_not_in_the_text(self) -> FeedbackConfig:
+        if self.guide.reader == "critic" and "text" in self.guide.channels:
+            raise ValueError(
+                "guide.reader 'critic' with the guide's 'text' channel would show the actor "
+                "the hints its critic alone should read: drop one"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _dropout_in_reliance_range(self) -> FeedbackConfig:
         rule = self.reliance
         if rule is not None and not rule.min_dropout <= self.guide.dropout <= rule.max_dropout:
@@ -918,8 +938,8 @@ class ConfigWatcher:
             return self._reject(str(error))
         if candidate.space_fields() != self.config.space_fields():
             return self._reject(
-                f"{self.path}: channels cannot change during a run "
-                "(they shape the observation space)"
+                f"{self.path}: channels and readers cannot change during a run "
+                "(they shape the observation space and the networks)"
             )
         if candidate.origin_fields() != self.config.origin_fields():
             return self._reject(

@@ -343,8 +343,10 @@ class FeedbackController:
         """Drives ``envs`` too (a single env, an SB3 ``VecEnv`` or a Gymnasium vector env).
 
         They get the current state at once, then every state :meth:`update` computes.
+        Attaching envs the controller drives already only pushes the state again.
         """
-        self._envs.append(envs)
+        if not any(driven is envs for driven in self._envs):
+            self._envs.append(envs)
         call_envs(envs, SET_FEEDBACK_STATE, self.state)
 
     def state_at(self, round_: int, progress: float | None = None) -> FeedbackState:

@@ -72,7 +72,9 @@ def test_hot_reload_applies_valid_edits_and_rejects_invalid_ones(tmp_path, caplo
     assert watcher.config.guide.every == 2 and watcher.version == 2
     assert "guide.every" in caplog.text
     _write(path, "guide: {every: 2, channels: [vector]}\n")
-    assert not watcher.poll() and "channels cannot change" in watcher.changes[-1]["reason"]
+    assert (
+        not watcher.poll() and "channels and readers cannot change" in watcher.changes[-1]["reason"]
+    )
     assert [c["applied"] for c in watcher.changes] == [True, False, False]
     assert all(isinstance(c["time"], float) for c in watcher.changes)
 

@@ -30,10 +30,14 @@ from feedbackgym.cli._helpers import (
 )
 from feedbackgym.core import DEFAULT_HINT_LEVEL, HINT_LEVELS
 from feedbackgym.protocol import TASK_ID_KEY_VARIABLE
-from feedbackgym.schedules import ARMS
+from feedbackgym.schedules import ARMS, LLM_ARMS
 from feedbackgym.serving.settings import DEFAULT_SERVE_ARM
 
-__all__ = ["add_commands"]
+__all__ = ["SERVED_ARMS", "add_commands"]
+
+SERVED_ARMS = tuple(arm for arm in ARMS if arm in LLM_ARMS)
+"""The arms a served env takes: every trainer's (a server's own controller hears no training
+success to widen a curriculum by, and its clients read no critic-only fields)."""
 
 
 def add_commands(commands: Any) -> None:
@@ -45,7 +49,7 @@ def add_commands(commands: Any) -> None:
     serve.add_argument("--env", required=True, metavar="ID", help="a registered env with text")
     serve.add_argument(
         "--arm",
-        type=arm_type(ARMS),
+        type=arm_type(SERVED_ARMS),
         metavar="ARM",
         default=DEFAULT_SERVE_ARM,
         help=f"who speaks when (default {DEFAULT_SERVE_ARM})",

@@ -202,3 +202,12 @@ def test_every_command_refuses_an_unknown_arm_in_one_line_that_gives_the_grammar
     error = capsys.readouterr().err.strip().splitlines()[-1]
     assert "unknown arm 'shaping+tutor'" in error and "+reexplore" in error
     assert "sparse+reexplore" not in error  # the grammar, not every one of the arms
+
+
+def test_a_served_env_refuses_the_vector_trainers_suffixes(capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(
+            ["serve-env", "--env", "feedbackgym/OpsIncidentEasy-v2", "--arm", "shaping+curriculum"]
+        )
+    assert stop.value.code == 2
+    assert "+curriculum is train and compare's" in capsys.readouterr().err

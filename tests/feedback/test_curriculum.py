@@ -123,3 +123,26 @@ def test_the_curriculum_state_survives_a_resume(tmp_path, trainer):
     train_run(dataclasses.replace(config, total_steps=256), resume=True)
     resumed = json.loads((tmp_path / "state.json").read_text())["controller"]["curriculum"]
     assert resumed["moves"][:1] == [[1, 0.25]] and resumed["width"] == 0.0
+
+
+def test_restarts_and_a_curriculum_exclude_each_other():
+    with pytest.raises(ConfigError, match="curriculum and reexplore exclude each other"):
+        FeedbackConfig.from_mapping({"curriculum": {}, "reexplore": {}})
+    with pytest.raises(ConfigError, match="unknown arm"):
+        FeedbackConfig.for_arm("shaping+reexplore+curriculum")
+
+
+def test_a_custom_target_with_fewer_positions_than_easy_keeps_to_them():
+    target = dataclasses.replace(PRESETS["easy"], min_services=4, max_services=6)
+    assert widened(target, 0.0).max_services == 6 and widened(target, 0.0).min_services == 5
+
+
+def test_validation_plays_the_preset_even_on_a_training_split():
+    from feedbackgym.training.common.validation import evaluate_policy, one_at_a_time
+
+    config = FeedbackConfig.for_arm("shaping+curriculum")
+    env = feedbackgym.make(HARD, config)  # the train split, as a user's env_kwargs may ask
+    controller = FeedbackController(config, envs=env)
+    assert controller.state.curriculum == 0.0
+    evaluate_policy([env], one_at_a_time(lambda obs: 0), [10_000_000], controller.state)
+    assert env.unwrapped.preset == PRESETS["hard"]

@@ -150,7 +150,9 @@ def widened(target: Difficulty, width: float) -> Difficulty:
     Each count (services, faults, hops, misleading alerts, recovery steps, api
     services, waves) is interpolated and rounded, the burn interpolated; the
     step limit stays ``target``'s (the episode's time limit, which the
-    observation's ``time`` is read against), and no knob goes past ``target``'s.
+    observation's ``time`` is read against), and the services never exceed
+    ``target``'s positions (its ``max_services``, below the easy preset's in a
+    custom target).
 
     Raises:
         ValueError: ``width`` is outside ``[0, 1]``.
@@ -172,6 +174,8 @@ def widened(target: Difficulty, width: float) -> Difficulty:
         between = low + width * (high - low)
         knobs[name] = between if isinstance(high, float) else int(round(between))
     knobs["step_limit"] = target.step_limit
+    knobs["max_services"] = min(knobs["max_services"], target.max_services)
+    knobs["min_services"] = min(knobs["min_services"], knobs["max_services"])
     return Difficulty(**knobs)
 
 

@@ -31,8 +31,9 @@ def feedback_metrics(
     ``restored_success`` (the share of restored episodes that succeeded),
     ``replayed_steps`` (steps replayed to reach the restarts, this round),
     ``restart_pool`` and ``demo_remaining``; with a curriculum ``curriculum_width``
-    (the width of the round's tasks), ``curriculum_success`` (its smoothed
-    training success, when one was reported at that width) and
+    (the width in force once the rule has read the round just trained on: the
+    next round's), ``curriculum_success`` (the smoothed training success at that
+    width, when a round at it was reported since it last moved) and
     ``curriculum_signal`` (the share of groups of its ``group`` episodes that
     carry signal at the last round's success).
 

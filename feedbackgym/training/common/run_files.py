@@ -59,7 +59,8 @@ CURVE_FIELDS = (
 """The columns of ``curve.csv``: ``step`` counts env steps the learner took,
 ``replayed_steps`` the steps replayed to reach restarts so far (not in ``step``),
 ``seconds`` the wall-clock the run has trained so far (empty where not measured),
-``curriculum`` the width of the training tasks (empty without a curriculum: the preset's)."""
+``curriculum`` the width of the training tasks in force at the validation (from the next
+round on; empty without a curriculum: the preset's)."""
 
 
 def append_curve(path: Path, row: dict[str, Any]) -> None:

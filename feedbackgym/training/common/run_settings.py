@@ -222,6 +222,8 @@ class RunConfig(ArmFeedback):
     def from_json(cls, text: str) -> RunConfig:
         """Reads a config written by :meth:`to_json`."""
         data = json.loads(text)
+        for section in ("guide", "review"):  # saved before readers: the actor read both
+            data["feedback"].setdefault(section, {}).setdefault("reader", "actor")
         data["feedback"] = FeedbackConfig.from_mapping(data["feedback"], source="config.json")
         data.setdefault("policy", "mlp")  # runs saved before the entity policy trained the MLP
         data.setdefault("ent_coef", DEFAULT_ENT_COEF["mlp"])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import gymnasium as gym
@@ -81,7 +81,8 @@ class Evaluation:
     ) -> dict[str, Any]:
         """This validation as a row of a run's ``curve.csv`` (its ``CURVE_FIELDS``).
 
-        ``curriculum`` is the width the training tasks had (empty without a curriculum).
+        ``curriculum`` is the width in force at the validation (the next round's; empty
+        without a curriculum).
 
         Example:
             >>> Evaluation(0.5, 0.25, 0.5, 12.0).curve_row(1024, 1, "guide")["success_unguided"]
@@ -193,6 +194,7 @@ def evaluate_policy(
         for env in envs:
             call_envs(env, SET_FEEDBACK_STATE, feedback)
 
+    state = replace(state, curriculum=None)  # validation plays the preset, never the curriculum
     push(state.masked(False))
     success, mean_return, mean_length = _play(envs, policy, seeds)
     if state.guide_weight == 0:

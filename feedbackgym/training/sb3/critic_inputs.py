@@ -73,13 +73,21 @@ class CriticInputsPolicy(MultiInputActorCriticPolicy):
 
     def __init__(self, *args: Any, critic_fields: tuple[str, ...] = (), **kwargs: Any) -> None:
         self.critic_fields = tuple(critic_fields)
+        self._actor_extractor_made = False
         kwargs["features_extractor_class"] = ZeroedKeys
         kwargs["features_extractor_kwargs"] = {"zeroed": self.critic_fields}
         kwargs["share_features_extractor"] = False
         super().__init__(*args, **kwargs)
-        # SB3 builds both heads' extractors alike; the critic's reads every key. Neither has
-        # weights, so the optimizer built above is unchanged.
-        self.vf_features_extractor = CombinedExtractor(self.observation_space)  # type: ignore[arg-type]
+
+    def make_features_extractor(self) -> CombinedExtractor:
+        """The actor's extractor (SB3 makes it first), then the critic's, which reads every key.
+
+        Both are made before the optimizer, so any weights they have are trained.
+        """
+        if self._actor_extractor_made:
+            return CombinedExtractor(self.observation_space)  # type: ignore[arg-type]
+        self._actor_extractor_made = True
+        return ZeroedKeys(self.observation_space, zeroed=self.critic_fields)  # type: ignore[arg-type]
 
     def _get_constructor_parameters(self) -> dict[str, Any]:
         return {**super()._get_constructor_parameters(), "critic_fields": self.critic_fields}

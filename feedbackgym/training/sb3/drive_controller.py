@@ -24,8 +24,9 @@ def mean_episode_return(model: Any) -> float | None:
 class DriveController(BaseCallback):
     """At every rollout start, reports the last round's trend and starts the next round.
 
-    The trend is SB3's ``train/loss``, the mean episode return and the success
-    rate of the last 100 episodes (from ``info["is_success"]``). The controller
+    The trend is SB3's ``train/loss``, the mean episode return of the last 100
+    episodes and the success rate of the episodes that ended in the round (from
+    ``info["is_success"]``; the torch trainer's too). The controller
     pushes the new state to the training envs (subprocess workers too), which
     this callback attaches at the start of training, and to any other env it
     drives (validation envs).
@@ -67,11 +68,16 @@ class DriveController(BaseCallback):
         self.first_round = first_round
         self.resume_report = resume_report
         self._started = False
+        self._successes: list[bool] = []
+        """``is_success`` of the episodes that ended in the round in progress."""
 
     def _on_training_start(self) -> None:
         self.controller.attach(self.training_env)
 
     def _on_step(self) -> bool:
+        for done, info in zip(self.locals["dones"], self.locals["infos"], strict=True):
+            if done:
+                self._successes.append(bool(info.get("is_success", False)))
         return True
 
     def trend(self) -> dict[str, float]:
@@ -87,14 +93,15 @@ class DriveController(BaseCallback):
         mean_return = mean_episode_return(self.model)
         if mean_return is not None:
             metrics["mean_return"] = mean_return
-        if self.model.ep_success_buffer:  # SB3 keeps info["is_success"] of ended episodes
-            metrics["success"] = float(np.mean(self.model.ep_success_buffer))
+        if self._successes:
+            metrics["success"] = float(np.mean(self._successes))
         return metrics
 
     def _on_rollout_start(self) -> None:
         metrics: dict[str, Any]
         if self._started:
             round_, metrics = self.controller.round + 1, self.trend()
+            self._successes = []
         else:  # this process's first rollout: a resumed run reports what it had not
             round_, metrics = self.first_round, dict(self.resume_report or {})
             self._started = True

@@ -228,7 +228,9 @@ def train_sb3_run(
                 finally:
                     expert_env.close()
         eval_envs = [_eval_env(config, feedback) for _ in range(validation_envs(config))]
-        for env in eval_envs:
+        # The training envs too, before the state is restored: SB3 resets them when learning
+        # starts, and their first episodes then play the restored curriculum width.
+        for env in (venv, *eval_envs):
             controller.attach(env)
         if "controller" in state:  # resumed: the switch, the trend and the alert as they were
             controller.load_state_dict(state["controller"])

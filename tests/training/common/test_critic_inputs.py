@@ -1,6 +1,7 @@
 """Hints and reviews for the critic alone: the actor's input carries none, in every trainer."""
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -9,6 +10,7 @@ import torch
 import feedbackgym
 from feedbackgym.config import CRITIC_HINTS_SUFFIX, HINT_FIELDS, REVIEW_FIELDS, FeedbackConfig
 from feedbackgym.errors import ConfigError
+from feedbackgym.training.common.run_settings import RunConfig
 from feedbackgym.training.common.trainer_view import TrainerView, trainer_env
 from feedbackgym.training.experiments.launch import train_run
 from feedbackgym.training.llm.llm_settings import LLMRunConfig
@@ -31,6 +33,19 @@ def test_the_suffix_hands_every_hint_to_the_critic_and_reviews_go_there_by_defau
     )
     with pytest.raises(ConfigError, match=r"unknown arm 'shaping\+critic-hints'.*critic-hints"):
         FeedbackConfig.for_arm("shaping+critic-hints")
+
+
+def test_critic_hints_cannot_go_to_the_text_and_old_runs_read_reviews_with_the_actor(tmp_path):
+    with pytest.raises(ConfigError, match="guide.reader 'critic' with the guide's 'text'"):
+        FeedbackConfig.from_mapping({"guide": {"reader": "critic", "channels": ["text"]}})
+    config = RunConfig(
+        env_id=EASY, arm="guide-then-review+shaping", seed=0, total_steps=1, out_dir=str(tmp_path)
+    )
+    saved = json.loads(config.to_json())
+    for section in ("guide", "review"):
+        del saved["feedback"][section]["reader"]  # a config.json from before the readers
+    old = RunConfig.from_json(json.dumps(saved))
+    assert old.arm_config(old.feedback).critic_fields() == ()
 
 
 def test_the_guides_and_reviews_vector_keys_are_the_declared_fields():
