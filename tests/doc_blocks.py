@@ -1,7 +1,9 @@
 """Runs the ``python`` blocks of a docs page, each in a fresh interpreter from the repo root."""
 
+import contextlib
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -16,14 +18,23 @@ def run_python_blocks(text, *, timeout=120, env=None):
     """
     outputs = []
     for block in re.findall(r"```python\n(.*?)```", text, flags=re.S):
-        result = subprocess.run(
+        # Each block in a session of its own: however the test ends (a timeout included),
+        # every process the block started (servers, model servers) goes with it.
+        process = subprocess.Popen(
             [sys.executable, "-c", block],
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-            timeout=timeout,
             cwd=ROOT,
             env={**os.environ, **(env or {})},
+            start_new_session=True,
         )
-        assert result.returncode == 0, result.stderr
-        outputs.append(result.stdout)
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        assert process.returncode == 0, stderr
+        outputs.append(stdout)
     return outputs
