@@ -290,7 +290,9 @@ is train-llm's
         return arm
     suffixes = arm_suffixes(arm)  # raises for an unknown arm
     owned = [
-        f"{suffix} is {'train-llm' if suffix in LLM_ONLY_SUFFIXES else 'train and compare'}'s"
+        f"{suffix} is train-llm's"
+        if suffix in LLM_ONLY_SUFFIXES
+        else f"{suffix} is train and compare's (the vector trainers')"
         for suffix in suffixes
         if suffix in LLM_ONLY_SUFFIXES + VECTOR_ONLY_SUFFIXES
     ]

@@ -36,15 +36,10 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from feedbackgym.config import (
-    LLM_ONLY_SUFFIXES,
-    VECTOR_ONLY_SUFFIXES,
-    FeedbackConfig,
-    arm_suffixes,
-    merge_config,
-)
+from feedbackgym.config import FeedbackConfig, checked_arm, merge_config
 from feedbackgym.control import FeedbackController
 from feedbackgym.errors import ConfigError
+from feedbackgym.schedules import ARMS
 
 __all__ = ["ArmFeedback", "arm_config", "checked_keep_checkpoints", "rounds_for"]
 
@@ -96,13 +91,13 @@ class ArmFeedback:
     them alone, no review restarts).
 
     Attributes:
-        own_suffixes: The trainer-specific suffixes
-            (:data:`~feedbackgym.config.LLM_ONLY_SUFFIXES`,
-            :data:`~feedbackgym.config.VECTOR_ONLY_SUFFIXES`) the trainer acts on;
-            an arm with another one is refused.
+        trained_arms: The arms the trainer takes (:data:`~feedbackgym.schedules.ARMS`, the
+            vector trainers'; the language-model trainer's
+            :data:`~feedbackgym.schedules.LLM_ARMS`); another is refused as the
+            commands refuse it (:func:`~feedbackgym.config.checked_arm`).
     """
 
-    own_suffixes: ClassVar[tuple[str, ...]] = VECTOR_ONLY_SUFFIXES
+    trained_arms: ClassVar[tuple[str, ...]] = ARMS
 
     arm: str
     seed: int
@@ -122,17 +117,7 @@ class ArmFeedback:
         Raises:
             ConfigError: A bad override or arm.
         """
-        for suffix in arm_suffixes(self.arm):
-            if suffix in self.own_suffixes:
-                continue
-            if suffix in LLM_ONLY_SUFFIXES:
-                raise ConfigError(
-                    f"arm {self.arm}: {suffix} is for the language-model trainer (train-llm) only"
-                )
-            if suffix in VECTOR_ONLY_SUFFIXES:
-                raise ConfigError(
-                    f"arm {self.arm}: {suffix} is for the vector trainers (train, compare) only"
-                )
+        checked_arm(self.arm, self.trained_arms)
         merged = merge_config(base, self.feedback_overrides, source="run overrides")
         config = arm_config(self.arm, merged, self.rounds)
         if not self.restart_demos:

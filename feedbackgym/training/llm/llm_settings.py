@@ -16,13 +16,13 @@ from typing import Any, ClassVar
 from feedbackgym.config import (
     DISTILL_SUFFIX,
     FAILURE_HINTS_SUFFIX,
-    LLM_ONLY_SUFFIXES,
     REEXPLORE_SUFFIX,
     FeedbackConfig,
     arm_suffixes,
     merge_config,
 )
 from feedbackgym.language.episode_chat import check_turns
+from feedbackgym.schedules import LLM_ARMS
 from feedbackgym.training.common.arms import ArmFeedback, checked_keep_checkpoints
 from feedbackgym.training.common.run_settings import config_json
 
@@ -120,7 +120,7 @@ class LLMRunConfig(ArmFeedback):
     total_rounds: int
     out_dir: str
     resumable_changes: ClassVar[frozenset[str]] = LLM_RESUMABLE_CHANGES
-    own_suffixes: ClassVar[tuple[str, ...]] = LLM_ONLY_SUFFIXES
+    trained_arms: ClassVar[tuple[str, ...]] = LLM_ARMS
     fresh_start: ClassVar[tuple[str, ...]] = (
         "curve.csv",
         "state.json",
